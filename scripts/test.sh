@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (pip, apt, npm) on a fresh Debian machine as root,
+# then runs every test. `.ci/run` calls this script; the README's second command is this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=()   # kcat, zookeeper, openjdk-17-jdk-headless arrive with the broker's client tests
+if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}"
+    fi
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test,fast]'
+
+python3 -m ruff check .
+
+set +e
+python3 -m pytest -n auto "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+    echo "pytest collected no tests: failing, an empty run proves nothing" >&2
+    exit 1
+fi
+exit "$status"

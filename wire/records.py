@@ -1,0 +1,579 @@
+"""Kafka's RecordBatch, message format v2 (magic 2): the bytes of produce, fetch and `.log`.
+
+Batch layout (61-byte header, then the records section, compressed as a whole if the
+codec bits say so)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 (2)
+    crc uint32 (CRC-32C of attributes..end) | attributes int16 | lastOffsetDelta int32
+    baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16
+    baseSequence int32 | recordCount int32 | records...
+
+The broker mostly handles batches without decoding records: `read_batch_header` and
+`iter_batches` read headers with one `struct.unpack_from`, `validate_batch` checks
+structure and CRC, and `patch_*` rewrite the two fields outside the CRC in place.
+Malformed input raises DecodeError (CorruptRecordError for failed checks), never
+IndexError or struct.error, and no allocation is sized by an unchecked length field.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import crc32c
+
+from wire.compression import DEFAULT_MAX_OUTPUT, compress, decompress
+from wire.exceptions import CorruptRecordError, DecodeError, EncodeError
+from wire.varint import encode_varint, read_varint, read_varlong
+
+__all__ = [
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "CREATE_TIME",
+    "HEADER_SIZE",
+    "LOG_APPEND_TIME",
+    "LOG_OVERHEAD",
+    "MIN_BATCH_LENGTH",
+    "BatchHeader",
+    "BatchIterator",
+    "Record",
+    "build_batch",
+    "build_end_txn_batch",
+    "decode_batch",
+    "decode_records_section",
+    "encode_records_section",
+    "iter_batches",
+    "iter_records",
+    "parse_control_key",
+    "parse_end_txn_value",
+    "patch_base_offset",
+    "patch_partition_leader_epoch",
+    "peek_magic",
+    "read_batch_header",
+    "records_section",
+    "set_max_timestamp",
+    "validate_batch",
+]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: what batchLength does not count
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+
+_LEADER_EPOCH_OFFSET = 12
+_MAGIC_OFFSET = 16
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_MAX_TIMESTAMP_OFFSET = 35
+# length varint + attributes + timestampDelta + offsetDelta + keyLen + valueLen + headerCount,
+# each at least one byte: a cheap upper bound on how many records some bytes can hold.
+_MIN_RECORD_SIZE = 7
+
+_CODEC_MASK = 0x07
+_ATTR_LOG_APPEND_TIME = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+_ATTR_DELETE_HORIZON = 0x40
+_MAX_CODEC = 4
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+_Buffer = bytes | bytearray | memoryview
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte batch header, field for field; properties decode the attributes."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & _CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & _ATTR_LOG_APPEND_TIME else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & _ATTR_DELETE_HORIZON)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+class Record(NamedTuple):
+    """One record as a consumer sees it: absolute offset, effective timestamp.
+
+    For LogAppendTime batches `timestamp` is the batch's maxTimestamp (as in Kafka), so
+    the per-record timestamp deltas stored in such a batch are not recoverable from it.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+
+
+# --- reading headers ----------------------------------------------------------------------
+
+
+def peek_magic(buf: _Buffer, pos: int = 0) -> int:
+    """The magic byte of the batch or legacy message at `pos` (same place in all formats)."""
+    if pos < 0 or len(buf) - pos <= _MAGIC_OFFSET:
+        raise DecodeError("truncated: no magic byte")
+    return buf[pos + _MAGIC_OFFSET]
+
+
+def read_batch_header(buf: _Buffer, pos: int = 0) -> BatchHeader:
+    """Header of the magic-2 batch at `pos`, without touching its records."""
+    magic = peek_magic(buf, pos)
+    if magic != 2:
+        raise CorruptRecordError(f"unsupported batch magic {magic} at position {pos}")
+    if len(buf) - pos < HEADER_SIZE:
+        raise DecodeError(f"truncated record batch header at position {pos}")
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+class BatchIterator:
+    """Walks a concatenation of batches, yielding `(position, header)`.
+
+    Stops without error at a truncated tail (a torn `.log` write, or the partial batch a
+    fetch response may end with). Afterwards `valid_end` is the position just past the
+    last complete batch yielded and `truncated` says whether bytes followed it. A batch
+    whose length or magic is impossible raises CorruptRecordError: there is no way to
+    find the next batch after it, and the caller decides (e.g. truncate at `valid_end`).
+    Headers are not CRC-checked here; call `validate_batch` for that.
+    """
+
+    __slots__ = ("_buf", "_start", "truncated", "valid_end")
+
+    def __init__(self, buf: _Buffer, start: int = 0) -> None:
+        self._buf = buf
+        self._start = start
+        self.valid_end = start
+        self.truncated = False
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
+        buf = self._buf
+        end = len(buf)
+        pos = self._start
+        while True:
+            remaining = end - pos
+            if remaining <= _MAGIC_OFFSET:
+                self.truncated = remaining > 0
+                return
+            (length,) = struct.unpack_from(">i", buf, pos + 8)
+            magic = buf[pos + _MAGIC_OFFSET]
+            if magic != 2:
+                raise CorruptRecordError(f"unsupported batch magic {magic} at position {pos}")
+            if length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(
+                    f"batch length {length} at position {pos} is below the minimum {MIN_BATCH_LENGTH}"
+                )
+            if length + LOG_OVERHEAD > remaining:
+                self.truncated = True
+                return
+            header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+            pos += length + LOG_OVERHEAD
+            self.valid_end = pos
+            yield pos - length - LOG_OVERHEAD, header
+
+
+def iter_batches(buf: _Buffer, start: int = 0) -> BatchIterator:
+    """Iterate the batches in `buf`; see BatchIterator for `valid_end` / `truncated`."""
+    return BatchIterator(buf, start)
+
+
+def validate_batch(buf: _Buffer, pos: int = 0) -> BatchHeader:
+    """Structural checks and CRC-32C of the batch at `pos`; no decompression.
+
+    Raises CorruptRecordError naming the first check that failed.
+    """
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"truncated record batch at position {pos}")
+    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    if header.magic != 2:
+        raise CorruptRecordError(f"unsupported batch magic {header.magic}")
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch length {header.batch_length} is below the minimum {MIN_BATCH_LENGTH}"
+        )
+    if header.batch_length > len(buf) - pos - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch length {header.batch_length} runs past the end of the buffer")
+    if header.codec > _MAX_CODEC:
+        raise CorruptRecordError(f"unknown compression codec id {header.codec}")
+    if header.record_count < 0:
+        raise CorruptRecordError(f"negative record count {header.record_count}")
+    body = header.batch_length - MIN_BATCH_LENGTH
+    if header.codec == 0 and header.record_count * _MIN_RECORD_SIZE > body:
+        raise CorruptRecordError(f"record count {header.record_count} cannot fit in {body} bytes of records")
+    crc_end = pos + header.size
+    actual = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : crc_end])
+    if actual != header.crc:
+        raise CorruptRecordError(f"CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
+    return header
+
+
+# --- in-place edits -----------------------------------------------------------------------
+
+
+def _check_patchable(buf: bytearray | memoryview, pos: int, need: int) -> None:
+    if pos < 0 or len(buf) - pos < need:
+        raise DecodeError(f"truncated record batch at position {pos}")
+    if buf[pos + _MAGIC_OFFSET] != 2:
+        raise CorruptRecordError(f"unsupported batch magic {buf[pos + _MAGIC_OFFSET]}")
+
+
+def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Assign the batch's offsets in place; baseOffset is outside the CRC, so no re-CRC."""
+    _check_patchable(buf, pos, HEADER_SIZE)
+    if not _INT64_MIN <= base_offset <= _INT64_MAX:
+        raise EncodeError(f"base offset {base_offset} is not an int64")
+    struct.pack_into(">q", buf, pos, base_offset)
+
+
+def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Stamp the leader epoch in place; it is outside the CRC, so no re-CRC."""
+    _check_patchable(buf, pos, HEADER_SIZE)
+    if not _INT32_MIN <= epoch <= _INT32_MAX:
+        raise EncodeError(f"leader epoch {epoch} is not an int32")
+    struct.pack_into(">i", buf, pos + _LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int, max_timestamp: int) -> None:
+    """Set timestamp type and maxTimestamp in place and re-CRC (LogAppendTime topics).
+
+    Both fields are inside the CRC, unlike the `patch_*` ones; records are untouched, as
+    Kafka does for uncompressed batches.
+    """
+    header = validate_batch(buf, pos)
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise EncodeError(f"unknown timestamp type {timestamp_type}")
+    if not _INT64_MIN <= max_timestamp <= _INT64_MAX:
+        raise EncodeError(f"timestamp {max_timestamp} is not an int64")
+    attributes = header.attributes & ~_ATTR_LOG_APPEND_TIME
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= _ATTR_LOG_APPEND_TIME
+    struct.pack_into(">h", buf, pos + _ATTRIBUTES_OFFSET, attributes)
+    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_OFFSET, max_timestamp)
+    crc = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
+    struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+def records_section(
+    buf: _Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT
+) -> tuple[BatchHeader, bytes]:
+    """The batch header and its records section, decompressed if the codec says so."""
+    header = read_batch_header(buf, pos)
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"batch length {header.batch_length} is below the minimum")
+    if header.batch_length > len(buf) - pos - LOG_OVERHEAD:
+        raise DecodeError(f"truncated record batch at position {pos}")
+    body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    if header.codec > _MAX_CODEC:
+        raise CorruptRecordError(f"unknown compression codec id {header.codec}")
+    return header, decompress(header.codec, body, max_output=max_output)
+
+
+def iter_records(buf: _Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:
+    """Records of the batch at `pos`, decompressing first if needed. Does not check CRC."""
+    header, section = records_section(buf, pos, max_output=max_output)
+    return decode_records_section(section, header)
+
+
+def decode_batch(
+    buf: _Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT
+) -> tuple[BatchHeader, list[Record]]:
+    """Header and every record of the batch at `pos`, eagerly."""
+    header, section = records_section(buf, pos, max_output=max_output)
+    return header, list(decode_records_section(section, header))
+
+
+def decode_records_section(section: _Buffer, header: BatchHeader) -> Iterator[Record]:
+    """Parse an uncompressed records section; the header gives bases and the count."""
+    count = header.record_count
+    end = len(section)
+    if count < 0 or count * _MIN_RECORD_SIZE > end:
+        raise CorruptRecordError(f"record count {count} cannot fit in {end} bytes of records")
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+    pos = 0
+    for _ in range(count):
+        record, pos = _read_record(section, pos, base_offset, base_timestamp, append_time)
+        yield record
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
+
+
+def _read_record(
+    buf: _Buffer, pos: int, base_offset: int, base_timestamp: int, append_time: int | None
+) -> tuple[Record, int]:
+    length, pos = read_varint(buf, pos)
+    if length < _MIN_RECORD_SIZE - 1 or length > len(buf) - pos:
+        raise CorruptRecordError(f"record length {length} out of bounds")
+    end = pos + length
+    pos += 1  # record attributes: unused by every version so far
+    timestamp_delta, pos = read_varlong(buf, pos)
+    offset_delta, pos = read_varint(buf, pos)
+    key, pos = _read_bytes(buf, pos, end, "key")
+    value, pos = _read_bytes(buf, pos, end, "value")
+    header_count, pos = read_varint(buf, pos)
+    # Every header takes at least two bytes (two length varints).
+    if header_count < 0 or header_count * 2 > end - pos:
+        raise CorruptRecordError(f"record header count {header_count} out of bounds")
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(header_count):
+        raw_key, pos = _read_bytes(buf, pos, end, "header key")
+        if raw_key is None:
+            raise CorruptRecordError("record header key is null")
+        try:
+            header_key = raw_key.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"record header key is not UTF-8: {exc}") from exc
+        header_value, pos = _read_bytes(buf, pos, end, "header value")
+        headers.append((header_key, header_value))
+    if pos != end:
+        raise CorruptRecordError(f"record length {length} disagrees with its fields")
+    timestamp = base_timestamp + timestamp_delta if append_time is None else append_time
+    return Record(base_offset + offset_delta, timestamp, key, value, headers), pos
+
+
+def _read_bytes(buf: _Buffer, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    size, pos = read_varint(buf, pos)
+    if size == -1:
+        return None, pos
+    if size < 0 or size > end - pos:
+        raise CorruptRecordError(f"record {what} length {size} out of bounds")
+    return bytes(buf[pos : pos + size]), pos + size
+
+
+# --- building -----------------------------------------------------------------------------
+
+
+def _encode_bytes(value: bytes | bytearray | memoryview | None, what: str) -> bytes:
+    if value is None:
+        return b"\x01"  # zigzag(-1)
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise EncodeError(f"record {what} must be bytes or None, not {type(value).__name__}")
+    if len(value) > _INT32_MAX:
+        raise EncodeError(f"record {what} is too large")
+    return encode_varint(len(value)) + bytes(value)
+
+
+def _encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Iterable[tuple[str, bytes | None]],
+) -> bytes:
+    if not _INT32_MIN <= offset_delta <= _INT32_MAX:
+        raise EncodeError(f"offset delta {offset_delta} is not an int32")
+    if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
+        raise EncodeError(f"timestamp delta {timestamp_delta} is not an int64")
+    parts = [
+        b"\x00",  # attributes
+        encode_varint(timestamp_delta),
+        encode_varint(offset_delta),
+        _encode_bytes(key, "key"),
+        _encode_bytes(value, "value"),
+    ]
+    headers = list(headers)
+    parts.append(encode_varint(len(headers)))
+    for header_key, header_value in headers:
+        if not isinstance(header_key, str):
+            raise EncodeError(f"record header key must be str, not {type(header_key).__name__}")
+        parts.append(_encode_bytes(header_key.encode("utf-8"), "header key"))
+        parts.append(_encode_bytes(header_value, "header value"))
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def encode_records_section(records: Iterable[Record], base_offset: int, base_timestamp: int) -> bytes:
+    """The uncompressed records section: deltas are taken against the given bases."""
+    return b"".join(
+        _encode_record(
+            record.offset - base_offset,
+            record.timestamp - base_timestamp,
+            record.key,
+            record.value,
+            record.headers,
+        )
+        for record in records
+    )
+
+
+def build_batch(
+    records: Iterable[Record],
+    base_offset: int = 0,
+    codec: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = -1,
+    *,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode one magic-2 batch, the way the Java producer lays it out.
+
+    Record offsets are absolute (deltas are taken from `base_offset`). Unless given,
+    baseTimestamp is the first record's timestamp (or `delete_horizon_ms`, which sets
+    attribute bit 6), maxTimestamp the largest record timestamp, and lastOffsetDelta
+    the last record's delta; an empty batch gets -1, -1 and 0. The codec is applied even
+    when it does not shrink the data (unlike some clients).
+    """
+    records = list(records)
+    if codec < 0 or codec > _MAX_CODEC:
+        raise EncodeError(f"unknown compression codec id {codec}")
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise EncodeError(f"unknown timestamp type {timestamp_type}")
+    attributes = codec
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= _ATTR_LOG_APPEND_TIME
+    if is_transactional:
+        attributes |= _ATTR_TRANSACTIONAL
+    if is_control:
+        attributes |= _ATTR_CONTROL
+    if delete_horizon_ms is not None:
+        if base_timestamp is not None and base_timestamp != delete_horizon_ms:
+            raise EncodeError("delete_horizon_ms is stored as baseTimestamp; they must agree")
+        attributes |= _ATTR_DELETE_HORIZON
+        base_timestamp = delete_horizon_ms
+    if base_timestamp is None:
+        base_timestamp = records[0].timestamp if records else -1
+    if max_timestamp is None:
+        max_timestamp = max((r.timestamp for r in records), default=-1)
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - base_offset if records else 0
+    section = encode_records_section(records, base_offset, base_timestamp)
+    if codec:
+        section = compress(codec, section, level=compression_level)
+    out = bytearray(HEADER_SIZE + len(section))
+    try:
+        _HEADER.pack_into(
+            out,
+            0,
+            base_offset,
+            MIN_BATCH_LENGTH + len(section),
+            partition_leader_epoch,
+            2,
+            0,  # CRC, filled in below
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    except struct.error as exc:
+        raise EncodeError(f"batch header field out of range: {exc}") from exc
+    out[HEADER_SIZE:] = section
+    crc = crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:])
+    struct.pack_into(">I", out, _CRC_OFFSET, crc)
+    return bytes(out)
+
+
+# --- control records ----------------------------------------------------------------------
+
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
+
+
+def build_end_txn_batch(
+    commit: bool,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transaction marker: a transactional control batch holding one COMMIT/ABORT record."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    try:
+        value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    except struct.error as exc:
+        raise EncodeError(f"coordinator epoch out of range: {exc}") from exc
+    return build_batch(
+        [Record(base_offset, timestamp, key, value, ())],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def parse_control_key(key: bytes | None) -> int:
+    """The control record type (CONTROL_ABORT, CONTROL_COMMIT, ...) from a control key."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("control record key is too short")
+    version, control_type = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"negative control record key version {version}")
+    return control_type
+
+
+def parse_end_txn_value(value: bytes | None) -> int:
+    """The coordinator epoch from a COMMIT/ABORT marker's value."""
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise CorruptRecordError("transaction marker value is too short")
+    version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    if version < 0:
+        raise CorruptRecordError(f"negative transaction marker version {version}")
+    return coordinator_epoch
