@@ -15,6 +15,7 @@ appended to `regions` as `(offset_in_out, value)` and only its length prefix is 
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Iterator
@@ -58,12 +59,6 @@ def uuid_from_bytes(raw: bytes) -> uuid.UUID:
     return value
 
 
-def uuid_to_bytes(value: uuid.UUID | None) -> bytes:
-    if value is None:
-        return bytes(16)
-    return value.bytes
-
-
 def write_tagged_fields(out: bytearray, tagged: list[tuple[int, bytes]]) -> None:
     tagged.sort(key=_first)
     out += encode_uvarint(len(tagged))
@@ -86,8 +81,8 @@ _RUNTIME = {
     "_uvarint": read_uvarint,
     "_enc_uvarint": encode_uvarint,
     "_uuid": uuid_from_bytes,
-    "_uuid_bytes": uuid_to_bytes,
     "_ZERO_UUID": ZERO_UUID,
+    "_ZERO_UUID_BYTES": bytes(16),
     "_write_tags": write_tagged_fields,
     "_truncated": truncated,
     "DecodeError": DecodeError,
@@ -225,6 +220,14 @@ class _Source:
     def local(self, hint: str) -> str:
         self.counter += 1
         return f"{hint}{self.counter}"
+
+    def array_packer(self, element_format: str) -> str:
+        """A cached `length -> Struct.pack` lookup, so arrays skip format-string building."""
+        name = "_pack_array_" + element_format.replace("?", "B_")
+        if name not in self.constants:
+            self.constants[name] = functools.cache(
+                lambda n, f=element_format: struct.Struct(f">{n}{f}").pack)
+        return name
 
     def struct_constant(self, fmt: str) -> str:
         name = "_S_" + fmt.replace("?", "B_").replace("16s", "U")
@@ -496,7 +499,7 @@ def _emit_encode_value(src: _Source, d: int, f: FieldSpec, value: str, ctx: _Con
         return
     if kind in _FIXED_FORMATS:
         fmt = src.struct_constant(_FIXED_FORMATS[kind])
-        arg = f"_uuid_bytes({value})" if kind == "uuid" else value
+        arg = _uuid_bytes_expression(value) if kind == "uuid" else value
         src.emit(d, f"{out} += {fmt}.pack({arg})")
         return
     if f.is_array and not element_of_array:
@@ -509,7 +512,8 @@ def _emit_encode_value(src: _Source, d: int, f: FieldSpec, value: str, ctx: _Con
         _emit_write_length(src, d + 1, f"len({value})", compact, True, out)
         element_format = _FIXED_FORMATS.get(f.element_type)
         if element_format and f.element_type != "uuid":
-            src.emit(d + 1, f"{out} += _pack('>%d{element_format}' % len({value}), *{value})")
+            packer = src.array_packer(element_format)
+            src.emit(d + 1, f"if {value}: {out} += {packer}(len({value}))(*{value})")
             return
         item = src.local("item")
         src.emit(d + 1, f"for {item} in {value}:")
@@ -528,16 +532,26 @@ def _emit_encode_value(src: _Source, d: int, f: FieldSpec, value: str, ctx: _Con
         _emit_encode_struct(src, d, f.fields or (), value, ctx, out)
 
 
+def _uuid_bytes_expression(value: str) -> str:
+    """Inline UUID -> 16 bytes (None, as kio and some callers use, means the zero UUID)."""
+    return f"(_ZERO_UUID_BYTES if {value} is None else {value}.int.to_bytes(16, 'big'))"
+
+
 def _emit_encode_struct(src: _Source, d: int, fields: tuple[FieldSpec, ...], obj: str,
                         ctx: _Context, out: str) -> None:
+    for f in fields:
+        if ctx.version not in f.versions and not f.ignorable:
+            # Kafka refuses to silently drop a non-ignorable field the version cannot carry
+            src.emit(d, f"if {_differs_from_default(f'{obj}.{f.attr}', f)}:")
+            src.emit(d + 1, f"raise EncodeError('field {f.name} cannot be sent in version {ctx.version}')")
     present = [f for f in _present(fields, ctx.version) if not _is_tagged(f, ctx)]
     tagged = [f for f in _present(fields, ctx.version) if _is_tagged(f, ctx)]
     for group in _groups(present):
         if len(group) > 1 or _fixed(group[0]):
             fmt = "".join(_FIXED_FORMATS[f.type] for f in group)
             const = src.struct_constant(fmt)
-            args = ", ".join(f"_uuid_bytes({obj}.{f.attr})" if f.type == "uuid" else f"{obj}.{f.attr}"
-                             for f in group)
+            args = ", ".join(_uuid_bytes_expression(f"{obj}.{f.attr}") if f.type == "uuid"
+                             else f"{obj}.{f.attr}" for f in group)
             src.emit(d, f"{out} += {const}.pack({args})")
         else:
             f = group[0]
