@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=()   # kcat, zookeeper, openjdk-17-jdk-headless arrive with the broker's client tests
+APT_PACKAGES=(kcat)   # zookeeper and a JDK arrive with the cluster and Java-client tests
 if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
-from spec_strategies import message_strategy, plain
 
 from wire import messages
 from wire.schema import FieldSpec, all_specs
+
+from spec_strategies import message_strategy, plain
 
 
 def _kafka_python_classes() -> dict[str, type]:

@@ -7,9 +7,10 @@ import contextlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spec_strategies import message_strategy
 
 from wire import DecodeError, headers, messages
+
+from spec_strategies import message_strategy
 
 REQUESTS = [
     (api.request.name, version)

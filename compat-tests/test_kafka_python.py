@@ -1,0 +1,60 @@
+"""kafka-python against the broker under test."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
+
+
+def _consume(bootstrap: str, topic: str, partition: int, count: int) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=15000)
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    received = []
+    for message in consumer:
+        received.append(message)
+        if len(received) == count:
+            break
+    consumer.close()
+    return received
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=[c or "none" for c in CODECS])
+def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topic, codec):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=5)
+    for i in range(30):
+        producer.send(new_topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0,
+                      headers=[("h", f"{i}".encode())], timestamp_ms=1_700_000_000_000 + i)
+    producer.flush(20)
+    producer.close()
+    received = _consume(bootstrap, new_topic, 0, 30)
+    assert [(m.key, m.value, m.headers, m.timestamp, m.offset) for m in received] == [
+        (f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode())], 1_700_000_000_000 + i, i)
+        for i in range(30)]
+
+
+def test_end_offsets_and_offsets_for_times(bootstrap, new_topic):
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(5):
+        producer.send(new_topic, value=b"x", partition=2, timestamp_ms=10_000 + i * 10)
+    producer.flush(20)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = TopicPartition(new_topic, 2)
+    assert consumer.end_offsets([tp])[tp] == 5
+    assert consumer.beginning_offsets([tp])[tp] == 0
+    assert consumer.offsets_for_times({tp: 10_025})[tp].offset == 3
+    consumer.close()
+
+
+def test_admin_creates_and_deletes_a_topic(bootstrap, topic_name):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic_name, num_partitions=2, replication_factor=1)])
+    assert topic_name in admin.list_topics()
+    admin.delete_topics([topic_name])
+    assert topic_name not in admin.list_topics()
+    admin.close()

@@ -1,0 +1,32 @@
+"""kcat (librdkafka's command-line client) against the broker under test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt install kcat)")
+
+
+def _kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(["kcat", "-b", bootstrap, *args], input=stdin, capture_output=True, text=True,
+                          timeout=30, check=True)
+    return done.stdout
+
+
+def test_list_metadata_shows_the_topic(bootstrap, new_topic):
+    assert f'topic "{new_topic}" with 3 partitions' in _kcat(bootstrap, "-L")
+
+
+def test_produce_then_consume_from_beginning(bootstrap, new_topic):
+    _kcat(bootstrap, "-P", "-t", new_topic, "-p", "0", "-K", ":", stdin="a:1\nb:2\nc:3\n")
+    out = _kcat(bootstrap, "-C", "-t", new_topic, "-p", "0", "-o", "beginning", "-e", "-f", "%k=%s\n")
+    assert out.splitlines() == ["a=1", "b=2", "c=3"]
+
+
+def test_consume_last_five(bootstrap, new_topic):
+    _kcat(bootstrap, "-P", "-t", new_topic, "-p", "1", stdin="".join(f"{i}\n" for i in range(12)))
+    out = _kcat(bootstrap, "-C", "-t", new_topic, "-p", "1", "-o", "-5", "-e")
+    assert out.splitlines() == ["7", "8", "9", "10", "11"]

@@ -1,0 +1,92 @@
+"""From one request frame to one response frame: header, version check, decode, handle, encode.
+
+Malformed frames raise `MalformedRequest`, on which the network layer closes that one
+connection, as Kafka does. A known API at a version we do not serve gets
+UNSUPPORTED_VERSION; an ApiVersions request of an unknown version gets a v0 answer listing
+our ranges (KIP-511).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+
+import kbroker.apis  # noqa: F401 - registers the handlers
+from kbroker.apis.api_versions import unsupported_version_response
+from kbroker.apis.registry import HANDLERS
+from wire import DecodeError, EncodeError, headers, messages
+from wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+API_VERSIONS = 18
+_SIZE = struct.Struct(">i")
+
+
+class MalformedRequest(Exception):
+    """The frame cannot be understood: close the connection it came on."""
+
+
+@dataclass
+class ResponseFrame:
+    """A size-prefixed response: `data`, with file ranges to splice in at `regions` offsets."""
+
+    data: bytearray
+    regions: list
+
+
+def _frame(correlation_id: int, api_key: int, version: int, response) -> ResponseFrame:
+    out = bytearray(4)
+    headers.encode_response_header(correlation_id, api_key, version, out)
+    regions: list = []
+    messages.encode(response, version, out, regions)
+    size = len(out) - 4 + sum(len(region) for _, region in regions)
+    _SIZE.pack_into(out, 0, size)
+    return ResponseFrame(out, regions)
+
+
+def _error_response(api_key: int, error: int):
+    """A response carrying `error` at its top level where the API has one (else empty)."""
+    response = getattr(messages, messages.api(api_key).response.name)()
+    if "error_code" in response._fields:
+        response.error_code = error
+    return response
+
+
+async def dispatch(broker, frame: bytes) -> ResponseFrame | None:
+    try:
+        api_key, version = headers.peek_api(frame)
+        header, body_at = headers.decode_request_header(frame)
+    except DecodeError as error:
+        raise MalformedRequest(f"unreadable request header: {error}") from None
+    handler = HANDLERS.get(api_key)
+    if handler is None or not handler.supports(version):
+        if api_key == API_VERSIONS:
+            return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response())
+        if api_key not in messages.apis():
+            raise MalformedRequest(f"unknown API key {api_key}")
+        response_version = _closest_version(api_key, version)
+        return _frame(header.correlation_id, api_key, response_version,
+                      _error_response(api_key, ErrorCode.UNSUPPORTED_VERSION))
+    try:
+        request, _ = messages.decode(messages.api(api_key).request.name, version, frame, body_at)
+    except DecodeError as error:
+        raise MalformedRequest(f"malformed {handler.name} v{version}: {error}") from None
+    try:
+        response = await handler.handle(broker, header, request)
+    except Exception:
+        log.exception("%s v%d failed", handler.name, version)
+        response = _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if response is None:
+        return None
+    try:
+        return _frame(header.correlation_id, api_key, version, response)
+    except EncodeError:
+        log.exception("cannot encode %s v%d response", handler.name, version)
+        return _frame(header.correlation_id, api_key, version,
+                      _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR))
+
+
+def _closest_version(api_key: int, version: int) -> int:
+    versions = messages.api(api_key).versions
+    return min(max(version, versions.low), versions.high)

@@ -1,0 +1,48 @@
+"""ListOffsets (2): earliest, latest, by timestamp, max timestamp."""
+
+from __future__ import annotations
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker
+from wire import messages
+from wire.errors import ErrorCode
+
+Response = messages.ListOffsetsResponse
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def _lookup(log, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) for one ListOffsets query, as Kafka answers it."""
+    if timestamp in (LATEST, LATEST_TIERED):
+        return -1, log.high_watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, log.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+        return found if found is not None else (-1, -1)
+    found = log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    offset, found_timestamp = found
+    return found_timestamp, offset
+
+
+@handles(2)
+async def list_offsets(broker: Broker, header, request):
+    version = header.request_api_version
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            log = broker.partition_log(topic.name, p.partition_index)
+            if log is None:
+                partitions.append(Response.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            timestamp, offset = _lookup(log, p.timestamp)
+            partitions.append(Response.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
+                leader_epoch=0 if version >= 4 else -1))  # the field exists from v4
+        topics.append(Response.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return Response(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,81 @@
+"""Metadata (3) and DescribeCluster (60): brokers, topics, partition leaders."""
+
+from __future__ import annotations
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker, Topic, topic_name_problem
+from wire import messages
+from wire.errors import ErrorCode
+from wire.schema import ZERO_UUID
+
+Response = messages.MetadataResponse
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def _brokers(broker: Broker) -> list:
+    listener = broker.advertised_listener
+    return [Response.MetadataResponseBroker(node_id=broker.node_id, host=listener.host,
+                                            port=listener.port, rack=None)]
+
+
+def _partitions(broker: Broker, topic: Topic) -> list:
+    nodes = [broker.node_id]
+    return [Response.MetadataResponsePartition(error_code=0, partition_index=p, leader_id=broker.node_id,
+                                               leader_epoch=0, replica_nodes=nodes, isr_nodes=nodes,
+                                               offline_replicas=[])
+            for p in range(topic.partitions)]
+
+
+def _topic(broker: Broker, topic: Topic) -> object:
+    return Response.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
+                                          is_internal=topic.is_internal,
+                                          partitions=_partitions(broker, topic),
+                                          topic_authorized_operations=OPERATIONS_NOT_REQUESTED)
+
+
+def _missing(name: str | None, topic_id, error: int) -> object:
+    return Response.MetadataResponseTopic(error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
+                                          is_internal=False, partitions=[],
+                                          topic_authorized_operations=OPERATIONS_NOT_REQUESTED)
+
+
+def _requested_topic(broker: Broker, requested, allow_auto_create: bool, version: int) -> object:
+    name = requested.name
+    if name is None:  # lookup by topic id (v10+)
+        topic = broker.topics_by_id.get(requested.topic_id)
+        return _topic(broker, topic) if topic else _missing(None, requested.topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+    topic = broker.topics.get(name)
+    if topic is not None:
+        return _topic(broker, topic)
+    if topic_name_problem(name):
+        return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if allow_auto_create and broker.auto_create(name) is not None:
+        # Kafka answers LEADER_NOT_AVAILABLE for a topic it has just created; clients retry
+        return _missing(name, None, ErrorCode.LEADER_NOT_AVAILABLE)
+    return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+@handles(3)
+async def metadata(broker: Broker, header, request):
+    version = header.request_api_version
+    # v0 with an empty list, and v1+ with a null list, mean "all topics"
+    all_topics = request.topics is None or (version == 0 and not request.topics)
+    if all_topics:
+        topics = [_topic(broker, t) for t in broker.topics.values()]
+    else:
+        allow = request.allow_auto_topic_creation if version >= 4 else True
+        topics = [_requested_topic(broker, r, allow, version) for r in request.topics]
+    return Response(throttle_time_ms=0, brokers=_brokers(broker), cluster_id=broker.cluster_id,
+                    controller_id=broker.node_id, topics=topics,
+                    cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)
+
+
+@handles(60)
+async def describe_cluster(broker: Broker, header, request):
+    R = messages.DescribeClusterResponse
+    listener = broker.advertised_listener
+    return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=request.endpoint_type,
+             cluster_id=broker.cluster_id, controller_id=broker.node_id,
+             brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=listener.host,
+                                              port=listener.port, rack=None, is_fenced=False)],
+             cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)

@@ -1,0 +1,62 @@
+"""Produce (0): validate batches, append them to partition logs, answer per partition."""
+
+from __future__ import annotations
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker, now_ms
+from kbroker.log.errors import LogError
+from wire import messages
+from wire.errors import ErrorCode
+from wire.exceptions import CorruptRecordError, DecodeError
+from wire.schema import ZERO_UUID
+
+Response = messages.ProduceResponse
+
+
+def _partition_response(index: int, error: int, base_offset: int = -1, append_time: int = -1,
+                        log_start: int = -1, message: str | None = None):
+    return Response.PartitionProduceResponse(index=index, error_code=error, base_offset=base_offset,
+                                             log_append_time_ms=append_time, log_start_offset=log_start,
+                                             record_errors=[], error_message=message)
+
+
+def _append(broker: Broker, topic_name: str | None, partition, acks: int):
+    log = broker.partition_log(topic_name, partition.index) if topic_name is not None else None
+    if log is None:
+        return _partition_response(partition.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    topic = broker.topics[topic_name]
+    if acks == -1 and int(topic.configs.get("min.insync.replicas", broker.config["min.insync.replicas"])) > 1:
+        return _partition_response(partition.index, ErrorCode.NOT_ENOUGH_REPLICAS)
+    records = partition.records
+    if records is None or len(records) == 0:
+        return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message="no records")
+    try:
+        info = log.append(records, now_ms())
+    except (CorruptRecordError, DecodeError) as error:
+        return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
+    except LogError as error:
+        return _partition_response(partition.index, error.error_code, message=str(error))
+    log.update_high_watermark(log.log_end_offset)  # one replica: the ISR is this broker alone
+    return _partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,
+                               log.log_start_offset)
+
+
+@handles(0)
+async def produce(broker: Broker, header, request):
+    version = header.request_api_version
+    topics = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        if version >= 13:
+            known = broker.topics_by_id.get(topic_data.topic_id)
+            name = known.name if known else None
+        partitions = [_append(broker, name, p, request.acks) for p in topic_data.partition_data]
+        if name is None and version >= 13:
+            for p in partitions:
+                p.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+        topics.append(Response.TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id or ZERO_UUID,
+                                                    partition_responses=partitions))
+    broker.notify_appended()
+    if request.acks == 0:
+        return None  # acks=0: the client expects no response at all
+    return Response(responses=topics, throttle_time_ms=0)

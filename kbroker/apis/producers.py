@@ -1,0 +1,22 @@
+"""InitProducerId (22): producer ids for idempotent producers."""
+
+from __future__ import annotations
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker
+from wire import messages
+from wire.errors import ErrorCode
+
+
+@handles(22)
+async def init_producer_id(broker: Broker, header, request):
+    R = messages.InitProducerIdResponse
+    if request.transactional_id is not None:
+        # transactions arrive with the transaction coordinator; until then say so plainly
+        return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+                 producer_epoch=-1)
+    if request.producer_id >= 0:
+        # an idempotent producer bumping its epoch after an error keeps its id
+        return R(throttle_time_ms=0, error_code=0, producer_id=request.producer_id,
+                 producer_epoch=(request.producer_epoch + 1) % 32767)
+    return R(throttle_time_ms=0, error_code=0, producer_id=broker.allocate_producer_id(), producer_epoch=0)

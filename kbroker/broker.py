@@ -1,0 +1,229 @@
+"""The broker's state: its configuration, its topics and their partition logs.
+
+APIs act on this object; it knows nothing of sockets. Topic names, ids, partition counts
+and per-topic configs are kept in `kbroker-topics.json` at the root of the first log dir
+(Kafka keeps them in its metadata log or ZooKeeper; a single node needs only a file),
+written atomically so a crash never leaves it half written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbroker.config import BrokerConfig
+from kbroker.log.config import LogConfig
+from kbroker.log.manager import LogManager
+from kbroker.log.partition_log import PartitionLog
+
+TOPICS_FILE = "kbroker-topics.json"
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+class TopicError(Exception):
+    """A topic operation Kafka would refuse; `error_code` is Kafka's code for it."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Kafka's topic-name rules (Topic.validate); None when the name is legal."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not set(name) <= _LEGAL_TOPIC_CHARS:
+        return (f"Topic name {name!r} is illegal, it contains a character other than "
+                "ASCII alphanumerics, '.', '_' and '-'")
+    return None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.broker_id
+        self.log_dirs = config.log_dirs
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.logs = LogManager(self.log_dirs, self.default_log_config())
+        self.topics: dict[str, Topic] = {}
+        self.topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.cluster_id = self._load_topics()
+        self.appended = asyncio.Event()  # set whenever any log grows; long-polling fetches wait on it
+        # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
+        self.next_producer_id = now_ms() << 8
+        self.closing = False
+        # what Metadata hands out; the runner fills in the real port when listening on port 0
+        self.advertised_listener = config.advertised_listeners[0]
+
+    # --- configuration -------------------------------------------------------------------
+
+    def default_log_config(self) -> LogConfig:
+        c = self.config
+        return LogConfig(
+            segment_bytes=int(c["log.segment.bytes"]),
+            segment_ms=c.roll_ms,
+            index_interval_bytes=int(c["log.index.interval.bytes"]),
+            max_index_size=int(c["log.index.size.max.bytes"]),
+            retention_ms=c.retention_ms,
+            retention_bytes=int(c["log.retention.bytes"]),
+            flush_interval_messages=int(c["log.flush.interval.messages"]),
+            flush_interval_ms=c["log.flush.interval.ms"],
+            message_timestamp_type=str(c["log.message.timestamp.type"]),
+            max_message_bytes=int(c["message.max.bytes"]),
+            cleanup_policy=str(c["log.cleanup.policy"]),
+        )
+
+    def log_config_for(self, topic: Topic) -> LogConfig:
+        from kbroker.topic_configs import apply_topic_configs
+
+        return apply_topic_configs(self.default_log_config(), topic.configs)
+
+    # --- topics --------------------------------------------------------------------------
+
+    def _topics_path(self) -> Path:
+        return self.log_dirs[0] / TOPICS_FILE
+
+    def _load_topics(self) -> str:
+        path = self._topics_path()
+        if not path.exists():
+            cluster_id = str(self.config["cluster.id"] or _new_cluster_id())
+            self._cluster_id = cluster_id
+            self._save_topics()
+            return cluster_id
+        state = json.loads(path.read_text(encoding="utf-8"))
+        for entry in state["topics"]:
+            topic = Topic(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry["configs"])
+            self._register(topic)
+        self._cluster_id = state["cluster_id"]
+        return state["cluster_id"]
+
+    def _save_topics(self) -> None:
+        state = {
+            "version": 1,
+            "cluster_id": self._cluster_id,
+            "topics": [{"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+                       for t in self.topics.values()],
+        }
+        path = self._topics_path()
+        temporary = path.with_suffix(".tmp")
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(state, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+        config = self.log_config_for(topic)
+        for partition in range(topic.partitions):
+            if self.logs.get(topic.name, partition) is None:
+                self.logs.create(topic.name, partition, config)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        from kbroker.topic_configs import validate_topic_configs
+
+        problem = topic_name_problem(name)
+        if problem:
+            raise TopicError(17, problem)  # INVALID_TOPIC_EXCEPTION
+        if name in self.topics:
+            raise TopicError(36, f"Topic '{name}' already exists.")  # TOPIC_ALREADY_EXISTS
+        if partitions < 1:
+            raise TopicError(37, "Number of partitions must be larger than 0.")  # INVALID_PARTITIONS
+        validate_topic_configs(configs or {})
+        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}))
+        self._register(topic)
+        self._save_topics()
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name)
+        self.topics_by_id.pop(topic.topic_id, None)
+        for partition in range(topic.partitions):
+            self.logs.delete(topic.name, partition)
+        self._save_topics()
+
+    def add_partitions(self, name: str, total: int) -> None:
+        topic = self.topics[name]
+        if total <= topic.partitions:
+            raise TopicError(37, f"Topic currently has {topic.partitions} partitions, which is higher than "
+                                 f"the requested {total}.")
+        topic.partitions = total
+        self._register(topic)
+        self._save_topics()
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        from kbroker.topic_configs import validate_topic_configs
+
+        validate_topic_configs(configs)
+        topic = self.topics[name]
+        topic.configs = dict(configs)
+        self.logs.update_topic_config(name, self.log_config_for(topic))
+        self._save_topics()
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        known = self.topics.get(topic)
+        if known is None or not 0 <= partition < known.partitions:
+            return None
+        return self.logs.get(topic, partition)
+
+    def auto_create(self, name: str) -> Topic | None:
+        """Metadata/produce auto-creation (`auto.create.topics.enable`)."""
+        if not self.config["auto.create.topics.enable"] or topic_name_problem(name):
+            return None
+        return self.create_topic(name, int(self.config["num.partitions"]))  # type: ignore[arg-type]
+
+    def notify_appended(self) -> None:
+        self.appended.set()
+        self.appended = asyncio.Event()
+
+    def allocate_producer_id(self) -> int:
+        producer_id = self.next_producer_id
+        self.next_producer_id += 1
+        return producer_id
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def apply_retention(self) -> None:
+        now = now_ms()
+        for topic in self.topics.values():
+            for partition in range(topic.partitions):
+                log = self.logs.get(topic.name, partition)
+                if log is not None:
+                    log.apply_retention(now)
+
+    def close(self) -> None:
+        self.logs.close()
+
+
+def _new_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

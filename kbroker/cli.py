@@ -1,0 +1,41 @@
+"""`kbroker serve`: the broker from the command line, configured with Kafka's property names."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from kbroker import config as broker_config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config = broker_config.load(args.config, args.override)
+    except (broker_config.ConfigError, OSError) as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 2
+    from kbroker.runner import serve_forever
+
+    asyncio.run(serve_forever(config))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka broker in Python.")
+    parser.add_argument("--log-level", default="INFO")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run a broker (single node on 127.0.0.1:9092 by default)")
+    serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a property, as kafka-server-start.sh --override does")
+    serve.set_defaults(run=_serve)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

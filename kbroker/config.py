@@ -1,0 +1,210 @@
+"""Broker configuration under Kafka's own property names, with Kafka's defaults.
+
+`server.properties` in, a typed `BrokerConfig` out. Unknown keys only warn (a Kafka
+properties file carries many settings kbroker has no use for); a known key with a value of
+the wrong type or range fails fast with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_HOUR_MS = 3_600_000
+_PROPERTY_LINE = re.compile(r"\s*([^=:\s]+)\s*[=:]?\s*(.*)")
+_LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value Kafka would reject."""
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return value == "true"
+
+
+def _parse_str(text: str) -> str:
+    return text.strip()
+
+
+def _parse_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    parse: Callable[[str], object]
+    default: object
+    check: Callable[[object], bool] = lambda value: True
+    expectation: str = ""
+
+
+def _at_least(minimum: int) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, int) and value >= minimum
+
+
+def _one_of(*choices: str) -> Callable[[object], bool]:
+    return lambda value: value in choices
+
+
+# Every property kbroker reads, with Kafka's default. Times are in the unit Kafka names them.
+PROPERTIES: dict[str, Property] = {p.name: p for p in (
+    Property("broker.id", _parse_int, 0, _at_least(-1), ">= -1"),
+    Property("node.id", _parse_int, None, _at_least(0), ">= 0"),
+    Property("cluster.id", _parse_str, None),
+    Property("listeners", _parse_list, ["PLAINTEXT://127.0.0.1:9092"]),
+    Property("advertised.listeners", _parse_list, None),
+    Property("log.dirs", _parse_list, None),
+    Property("log.dir", _parse_str, "./kbroker-data"),
+    Property("num.partitions", _parse_int, 1, _at_least(1), ">= 1"),
+    Property("default.replication.factor", _parse_int, 1, _at_least(1), ">= 1"),
+    Property("auto.create.topics.enable", _parse_bool, True),
+    Property("delete.topic.enable", _parse_bool, True),
+    Property("message.max.bytes", _parse_int, 1_048_588, _at_least(0), ">= 0"),
+    Property("socket.request.max.bytes", _parse_int, 104_857_600, _at_least(1), ">= 1"),
+    Property("log.segment.bytes", _parse_int, 1_073_741_824, _at_least(14), ">= 14"),
+    Property("log.roll.ms", _parse_int, None, _at_least(1), ">= 1"),
+    Property("log.roll.hours", _parse_int, 168, _at_least(1), ">= 1"),
+    Property("log.index.interval.bytes", _parse_int, 4096, _at_least(0), ">= 0"),
+    Property("log.index.size.max.bytes", _parse_int, 10_485_760, _at_least(4), ">= 4"),
+    Property("log.retention.ms", _parse_int, None, _at_least(-1), ">= -1"),
+    Property("log.retention.minutes", _parse_int, None, _at_least(-1), ">= -1"),
+    Property("log.retention.hours", _parse_int, 168, _at_least(-1), ">= -1"),
+    Property("log.retention.bytes", _parse_int, -1, _at_least(-1), ">= -1"),
+    Property("log.retention.check.interval.ms", _parse_int, 300_000, _at_least(1), ">= 1"),
+    Property("log.flush.interval.messages", _parse_int, _LONG_MAX, _at_least(1), ">= 1"),
+    Property("log.flush.interval.ms", _parse_int, None, _at_least(0), ">= 0"),
+    Property("log.cleanup.policy", _parse_str, "delete"),
+    Property("log.message.timestamp.type", _parse_str, "CreateTime",
+             _one_of("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
+    Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1), ">= 1"),
+    Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1), ">= 1"),
+    Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0), ">= 0"),
+    Property("min.insync.replicas", _parse_int, 1, _at_least(1), ">= 1"),
+)}
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listener:
+        match = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)", text)
+        if match is None:
+            raise ConfigError(f"listener {text!r} is not of the form NAME://host:port")
+        name, host, port = match.groups()
+        return cls(name.upper(), host.strip("[]"), int(port))
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    values: Mapping[str, object] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> object:
+        return self.values[name]
+
+    @property
+    def broker_id(self) -> int:
+        node_id = self.values["node.id"]
+        return int(node_id if node_id is not None else self.values["broker.id"])  # type: ignore[arg-type]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [Listener.parse(item) for item in self.values["listeners"]]  # type: ignore[union-attr]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        advertised = self.values["advertised.listeners"]
+        if not advertised:
+            return self.listeners
+        return [Listener.parse(item) for item in advertised]  # type: ignore[union-attr]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(str(d)) for d in dirs]  # type: ignore[union-attr]
+
+    @property
+    def retention_ms(self) -> int:
+        """Kafka's precedence: log.retention.ms, then .minutes, then .hours."""
+        if self.values["log.retention.ms"] is not None:
+            return int(self.values["log.retention.ms"])  # type: ignore[arg-type]
+        if self.values["log.retention.minutes"] is not None:
+            return int(self.values["log.retention.minutes"]) * 60_000  # type: ignore[arg-type]
+        return int(self.values["log.retention.hours"]) * _HOUR_MS  # type: ignore[arg-type]
+
+    @property
+    def roll_ms(self) -> int:
+        if self.values["log.roll.ms"] is not None:
+            return int(self.values["log.roll.ms"])  # type: ignore[arg-type]
+        return int(self.values["log.roll.hours"]) * _HOUR_MS  # type: ignore[arg-type]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties, the subset Kafka files use: `key=value` or `key: value`, # and ! comments,
+    backslash line continuations."""
+    entries: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        match = _PROPERTY_LINE.match(logical)
+        if match:
+            entries[match.group(1)] = match.group(2).strip()
+        logical = ""
+    return entries
+
+
+def load(path: Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+    """Read a properties file (optional) and `key=value` overrides, as `kafka-server-start.sh
+    server.properties --override key=value` does."""
+    raw: dict[str, str] = {}
+    if path is not None:
+        raw.update(parse_properties(path.read_text(encoding="utf-8")))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"override {item!r} is not key=value")
+        raw[key.strip()] = value.strip()
+    return build(raw)
+
+
+def build(raw: Mapping[str, str]) -> BrokerConfig:
+    values = {name: prop.default for name, prop in PROPERTIES.items()}
+    for key, text in raw.items():
+        prop = PROPERTIES.get(key)
+        if prop is None:
+            log.warning("ignoring unknown configuration %s", key)
+            continue
+        try:
+            value = prop.parse(text)
+        except ValueError as error:
+            raise ConfigError(f"invalid value {text!r} for configuration {key}: {error}") from None
+        if not prop.check(value):
+            raise ConfigError(f"invalid value {text!r} for configuration {key}: must be {prop.expectation}")
+        values[key] = value
+    config = BrokerConfig(values)
+    config.listeners  # noqa: B018 - validate listener syntax now rather than at bind time
+    config.advertised_listeners  # noqa: B018
+    return config

@@ -1,0 +1,98 @@
+"""Per-topic log settings, named after Kafka's topic configs and with Kafka's defaults.
+
+`LogConfig.with_overrides` takes topic-level properties exactly as clients send them in
+CreateTopics/AlterConfigs ("segment.bytes", "retention.ms", ...); broker-level names
+("log.segment.bytes", ...) belong to kbroker/config.py, which builds the default LogConfig.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["LONG_MAX", "TOPIC_CONFIG_NAMES", "LogConfig"]
+
+LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+# Kafka topic config name -> LogConfig field.
+TOPIC_CONFIG_NAMES: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "max_index_size",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "flush.messages": "flush_interval_messages",
+    "flush.ms": "flush_interval_ms",
+    "message.timestamp.type": "message_timestamp_type",
+    "max.message.bytes": "max_message_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
+_STRING_FIELDS = {"message_timestamp_type", "cleanup_policy"}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """How one partition's log rolls, indexes, flushes and expires; defaults are Kafka's."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    max_index_size: int = 10 * 1024 * 1024
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    flush_interval_messages: int = LONG_MAX
+    flush_interval_ms: int | None = None
+    message_timestamp_type: str = CREATE_TIME
+    max_message_bytes: int = 1024 * 1024 + 12
+    cleanup_policy: str = "delete"
+    file_delete_delay_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(
+                f"message.timestamp.type must be CreateTime or LogAppendTime, "
+                f"not {self.message_timestamp_type!r}"
+            )
+        if not set(self.cleanup_policies) <= {"delete", "compact"} or not self.cleanup_policies:
+            raise ValueError(f"cleanup.policy must be delete and/or compact, not {self.cleanup_policy!r}")
+        if not 1 <= self.segment_bytes <= _INT_MAX:
+            raise ValueError(f"segment.bytes must be in [1, {_INT_MAX}], not {self.segment_bytes}")
+        if self.max_index_size < 12 or self.index_interval_bytes < 0 or self.segment_ms < 1:
+            raise ValueError("segment.index.bytes >= 12, index.interval.bytes >= 0, segment.ms >= 1")
+
+    @property
+    def cleanup_policies(self) -> tuple[str, ...]:
+        """`cleanup.policy` is a list: "delete", "compact" or "compact,delete"."""
+        return tuple(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
+
+    @property
+    def deletes_by_retention(self) -> bool:
+        return "delete" in self.cleanup_policies
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def flush_ms(self) -> int | None:
+        """flush.ms, with Kafka's "never" (Long.MAX_VALUE) folded into None."""
+        if self.flush_interval_ms is None or self.flush_interval_ms >= LONG_MAX:
+            return None
+        return self.flush_interval_ms
+
+    def with_overrides(self, props: Mapping[str, str]) -> LogConfig:
+        """A copy with Kafka topic properties applied; unknown names are ignored, bad values raise."""
+        changes: dict[str, object] = {}
+        for name, raw in props.items():
+            field = TOPIC_CONFIG_NAMES.get(name)
+            if field is None or raw is None:
+                continue
+            changes[field] = raw if field in _STRING_FIELDS else int(raw)
+        return dataclasses.replace(self, **changes) if changes else self

@@ -1,0 +1,323 @@
+"""Every partition log in the broker's `log.dirs`, and the files at each log dir's root.
+
+On open, each log dir is locked (`.lock`, flock), its checkpoints read, every
+`<topic>-<partition>` directory opened (recovering unless `.kafka_cleanshutdown` is
+there), and then the marker removed so a later crash is seen as one. `close()` flushes and
+closes every log, writes the three offset checkpoints, then the marker, as Kafka does.
+
+Deleting a partition renames its directory to Kafka's `<topic>-<partition>.<uuid>-delete`
+and removes it at once (Kafka waits file.delete.delay.ms); a `-delete` directory left by a
+crash is removed on the next open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from kbroker.log.checkpoints import (
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    MetaProperties,
+    fsync_dir,
+    has_clean_shutdown_file,
+    new_cluster_id,
+    read_meta_properties,
+    read_offsets_checkpoint,
+    remove_clean_shutdown_file,
+    write_clean_shutdown_file,
+    write_meta_properties,
+    write_offsets_checkpoint,
+)
+from kbroker.log.config import LogConfig
+from kbroker.log.errors import InconsistentMetadataError, LogDirLockedError, LogError
+from kbroker.log.partition_log import PartitionLog
+
+__all__ = ["LogManager", "parse_partition_dir"]
+
+TopicPartition = tuple[str, int]
+
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+_MAX_NAME = 255
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """`my-topic-3` -> ("my-topic", 3); None for anything else (files, `-delete`, `-future`)."""
+    match = _PARTITION_DIR.match(name)
+    if match is None or match.group(1) == "." or match.group(1) == "..":
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def _delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a partition dir being deleted; the topic is cut to fit 255 bytes."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[: _MAX_NAME - len(suffix)] + suffix
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    """Opens, creates, deletes and checkpoints the partition logs of one broker."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path | str],
+        default_config: LogConfig | None = None,
+        *,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        now_ms: int | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._locks: list[int] = []
+        self._closed = False
+        now = _now_ms() if now_ms is None else now_ms
+        try:
+            for log_dir in self.log_dirs:
+                self._open_dir(log_dir, now)
+        except BaseException:
+            self._abort_open()
+            raise
+
+    # --- opening ------------------------------------------------------------------------
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"{log_dir} is in use by another broker (cannot lock {LOCK_FILE})"
+            ) from exc
+        self._locks.append(fd)
+
+    def _open_dir(self, log_dir: Path, now_ms: int) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock(log_dir)
+        clean = has_clean_shutdown_file(log_dir)
+        try:
+            recovery_points = read_offsets_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        except CheckpointError:
+            recovery_points, clean = {}, False  # recover everything rather than trust a bad file
+        start_offsets = self._read_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_or_empty(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if _DELETE_DIR.match(child.name):
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(child.name)
+            if tp is None:
+                continue
+            if tp in self._logs:
+                raise LogError(f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}")
+            self._register(
+                tp,
+                log_dir,
+                PartitionLog(
+                    child,
+                    self.config_for(tp[0]),
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp),
+                    had_clean_shutdown=clean,
+                    now_ms=now_ms,
+                ),
+            )
+        remove_clean_shutdown_file(log_dir)
+
+    @staticmethod
+    def _read_or_empty(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets_checkpoint(path)
+        except CheckpointError:
+            return {}
+
+    def _register(self, tp: TopicPartition, log_dir: Path, log: PartitionLog) -> None:
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+
+    def _abort_open(self) -> None:
+        for log in self._logs.values():
+            log.close(flush=False)
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._locks:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._locks.clear()
+
+    # --- partitions ---------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply new topic settings to the topic's existing and future partitions."""
+        self._topic_configs[topic] = config
+        for (name, _), log in self._logs.items():
+            if name == topic:
+                log.update_config(config)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._logs
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter(list(self._logs))
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    def items(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        return list(self._logs.items())
+
+    def log_dir_of(self, topic: str, partition: int) -> Path:
+        return self._dir_of[(topic, partition)]
+
+    def _next_log_dir(self) -> Path:
+        """The log dir holding the fewest partitions (first listed on a tie), as Kafka picks."""
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for log_dir in self._dir_of.values():
+            counts[log_dir] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """The partition's log, created in the emptiest log dir if it does not exist yet."""
+        self._check_open()
+        tp = (topic, partition)
+        if config is not None:
+            self._topic_configs[topic] = config
+        if tp in self._logs:
+            return self._logs[tp]
+        if not topic or "/" in topic or topic in (".", "..") or partition < 0:
+            raise ValueError(f"invalid topic partition {topic!r}-{partition}")
+        log_dir = self._next_log_dir()
+        log = PartitionLog(log_dir / f"{topic}-{partition}", self.config_for(topic))
+        fsync_dir(log_dir)
+        self._register(tp, log_dir, log)
+        return log
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close the partition's log and remove its directory; False if there was none."""
+        self._check_open()
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        log_dir = self._dir_of.pop(tp)
+        log.close(flush=False)
+        doomed = log_dir / _delete_dir_name(topic, partition)
+        os.rename(log.dir, doomed)
+        fsync_dir(log_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint_dir(log_dir)
+        return True
+
+    # --- periodic work ------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoints in every log dir (Kafka does this every minute)."""
+        for log_dir in self.log_dirs:
+            self.checkpoint_dir(log_dir)
+
+    def checkpoint_dir(self, log_dir: Path) -> None:
+        logs = {tp: log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir}
+        write_offsets_checkpoint(
+            log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}
+        )
+        write_offsets_checkpoint(
+            log_dir / REPLICATION_OFFSET_CHECKPOINT, {tp: log.high_watermark for tp, log in logs.items()}
+        )
+        # Kafka only records start offsets that differ from the first segment's base offset.
+        write_offsets_checkpoint(
+            log_dir / LOG_START_OFFSET_CHECKPOINT,
+            {
+                tp: log.log_start_offset
+                for tp, log in logs.items()
+                if log.log_start_offset > log.segments[0].base_offset
+            },
+        )
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """Flush logs whose flush.ms has passed; returns how many were flushed."""
+        now = _now_ms() if now_ms is None else now_ms
+        return sum(log.maybe_flush(now) for log in self._logs.values())
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Run retention on every log; returns the number of segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        return sum(log.apply_retention(now) for log in self._logs.values())
+
+    # --- meta.properties ----------------------------------------------------------------
+
+    def ensure_meta_properties(
+        self, broker_id: int, cluster_id: str | None = None, *, version: int = 0
+    ) -> str:
+        """Check every log dir's `meta.properties` against this broker, writing it where
+        missing. Returns the cluster id (the given one, the one on disk, or a new one)."""
+        found = {d: read_meta_properties(d / META_PROPERTIES) for d in self.log_dirs}
+        for log_dir, meta in found.items():
+            if meta is not None and meta.node_id != broker_id:
+                raise InconsistentMetadataError(
+                    f"{log_dir / META_PROPERTIES} has broker id {meta.node_id}, this broker is {broker_id}"
+                )
+        ids = {m.cluster_id for m in found.values() if m is not None and m.cluster_id}
+        if cluster_id is not None:
+            ids.add(cluster_id)
+        if len(ids) > 1:
+            raise InconsistentMetadataError(f"log dirs disagree on the cluster id: {sorted(ids)}")
+        chosen = ids.pop() if ids else new_cluster_id()
+        for log_dir, meta in found.items():
+            if meta is None or meta.cluster_id != chosen:
+                write_meta_properties(log_dir / META_PROPERTIES, MetaProperties(version, broker_id, chosen))
+        return chosen
+
+    # --- shutdown -----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("log manager is closed")
+
+    def close(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: flush and close every log, checkpoint, then mark each dir clean."""
+        if self._closed:
+            return
+        for log in self._logs.values():
+            log.close()
+        for log_dir in self.log_dirs:
+            self.checkpoint_dir(log_dir)
+            write_clean_shutdown_file(log_dir, broker_epoch)
+        self._release_locks()
+        self._closed = True
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

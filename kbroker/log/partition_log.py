@@ -1,0 +1,617 @@
+"""A partition's log: the `<topic>-<partition>` directory, its segments and its offsets.
+
+Produce and fetch stay at batch level: `append` validates each batch (CRC-32C in C),
+patches offsets into one bytearray copy and writes it with one `write`; `read` returns a
+FileSlice for sendfile. Not thread-safe: one event loop (or one lock) owns a log.
+
+Offsets kept here, as in Kafka's UnifiedLog: log start offset (first readable),
+log end offset (next to assign), high watermark (set by the caller; LEO on a single
+node), recovery point (everything below it is fsynced).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from kbroker.log.config import LogConfig
+from kbroker.log.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnsupportedMessageFormatError,
+)
+from kbroker.log.file_slice import FileSlice
+from kbroker.log.loader import load_segments, segment_file_names
+from kbroker.log.segment import LogSegment
+from wire.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    BatchHeader,
+    patch_base_offset,
+    patch_partition_leader_epoch,
+    set_max_timestamp,
+    validate_batch,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "LogConfig",
+    "OffsetAndTimestamp",
+    "PartitionLog",
+]
+
+NO_TIMESTAMP = -1
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_MAGIC_OFFSET = 16
+
+
+class AppendInfo(NamedTuple):
+    """What a produce response needs to know about an append."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    max_timestamp: int
+    record_count: int
+    offset_of_max_timestamp: int  # last offset of the first batch holding max_timestamp
+    log_start_offset: int
+    valid_bytes: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class PartitionLog:
+    """One partition's segments and offsets; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = False,
+        now_ms: int | None = None,
+    ) -> None:
+        """Open the directory (creating it if needed), recovering from `recovery_point` unless
+        `had_clean_shutdown` (see kbroker.log.loader for the rules)."""
+        now = _now_ms() if now_ms is None else now_ms
+        self.dir = Path(directory)
+        self.config = config or LogConfig()
+        loaded = load_segments(
+            self.dir,
+            self.config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+            now_ms=now,
+        )
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._leo = loaded.log_end_offset
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self.truncated_on_load = loaded.truncated_bytes
+        self._high_watermark = self._log_start_offset
+        self.update_high_watermark(self._log_start_offset if high_watermark is None else high_watermark)
+        self._last_flush_ms = now
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._bound_cache: tuple[int, int, int] | None = None  # (offset bound, segment base, position)
+        self._dir_dirty = False
+        self._closed = False
+
+    # --- offsets ------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segments' `.log` files."""
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start offset, log end offset]; returns the value kept."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
+        return self._high_watermark
+
+    # --- produce ------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        now_ms: int | None = None,
+        *,
+        leader_epoch: int | None = None,
+        coordinator: bool = False,
+    ) -> AppendInfo:
+        """The produce path: validate, assign offsets, stamp times, write, roll and flush.
+
+        Raises CorruptRecordError, UnsupportedMessageFormatError (magic 0/1),
+        RecordTooLargeError, RecordBatchTooLargeError or InvalidRecordError; nothing is
+        written unless every batch passes. `coordinator=True` is Kafka's COORDINATOR origin
+        (group/transaction coordinators): control batches allowed, client-only rules skipped.
+        """
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        buf = bytearray(records)
+        batches = self._validate_batches(buf, coordinator)
+        info = self._assign_offsets(buf, batches, now, leader_epoch)
+        if len(buf) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{len(buf)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
+            )
+        segment = self._maybe_roll(len(buf), info, now)
+        segment.append(buf, info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
+        self._leo = info.last_offset + 1
+        self._maybe_flush(now)
+        return info
+
+    def _validate_batches(self, buf: bytearray, coordinator: bool) -> list[BatchHeader]:
+        """Headers of the batches in `buf`, each checked (structure, CRC, Kafka's client rules)."""
+        if not buf:
+            raise InvalidRecordError("produce request carries no record batch")
+        headers: list[BatchHeader] = []
+        position = 0
+        while position < len(buf):
+            if len(buf) - position > _MAGIC_OFFSET and buf[position + _MAGIC_OFFSET] in (0, 1):
+                raise UnsupportedMessageFormatError(
+                    f"message format v{buf[position + _MAGIC_OFFSET]} is not supported; use magic 2 batches"
+                )
+            header = validate_batch(buf, position)
+            self._check_batch(header, coordinator)
+            headers.append(header)
+            position += header.size
+        return headers
+
+    def _check_batch(self, header: BatchHeader, coordinator: bool) -> None:
+        if header.size > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
+            )
+        if not coordinator:
+            self._check_client_batch(header)
+
+    @staticmethod
+    def _check_client_batch(header: BatchHeader) -> None:
+        """Kafka's LogValidator rules for batches from producers (AppendOrigin.CLIENT)."""
+        if header.record_count <= 0:
+            raise InvalidRecordError(f"invalid record count {header.record_count}")
+        if header.last_offset_delta + 1 != header.record_count:
+            raise InvalidRecordError(
+                f"lastOffsetDelta {header.last_offset_delta} disagrees with "
+                f"record count {header.record_count}"
+            )
+        if header.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
+
+    def _assign_offsets(
+        self, buf: bytearray, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None
+    ) -> AppendInfo:
+        """Patch baseOffset (and leader epoch, LogAppendTime) batch by batch, in place."""
+        append_time = self.config.log_append_time
+        next_offset = self._leo
+        position = record_count = 0
+        max_timestamp = offset_of_max = NO_TIMESTAMP
+        for header in headers:
+            patch_base_offset(buf, position, next_offset)
+            if leader_epoch is not None:
+                patch_partition_leader_epoch(buf, position, leader_epoch)
+            batch_max = header.max_timestamp
+            if append_time:
+                set_max_timestamp(buf, position, LOG_APPEND_TIME, now_ms)
+                batch_max = now_ms
+            elif header.timestamp_type == LOG_APPEND_TIME:
+                set_max_timestamp(buf, position, CREATE_TIME, batch_max)
+            next_offset += header.last_offset_delta + 1
+            if batch_max > max_timestamp:
+                max_timestamp, offset_of_max = batch_max, next_offset - 1
+            record_count += header.record_count
+            position += header.size
+        return AppendInfo(
+            first_offset=self._leo,
+            last_offset=next_offset - 1,
+            log_append_time=now_ms if append_time else NO_TIMESTAMP,
+            max_timestamp=max_timestamp,
+            record_count=record_count,
+            offset_of_max_timestamp=offset_of_max,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=len(buf),
+        )
+
+    # --- rolling and flushing -----------------------------------------------------------
+
+    def _maybe_roll(self, messages_size: int, info: AppendInfo, now_ms: int) -> LogSegment:
+        segment = self.active_segment
+        if segment.should_roll(
+            segment_bytes=self.config.segment_bytes,
+            segment_ms=self.config.segment_ms,
+            messages_size=messages_size,
+            max_timestamp_in_messages=info.max_timestamp,
+            max_offset_in_messages=info.last_offset,
+            now_ms=now_ms,
+        ):
+            return self.roll(now_ms)
+        return segment
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset; fsync the ones before it."""
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        active = self.active_segment
+        if active.base_offset == self._leo:
+            return active  # empty active segment: nothing to roll
+        active.on_become_inactive()
+        for name in segment_file_names(self._leo):
+            (self.dir / name).unlink(missing_ok=True)  # stale files from an earlier life of this offset
+        segment = self._new_segment(self._leo, now)
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._flush_upto(segment.base_offset, now)
+        return segment
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        self._dir_dirty = True
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.max_index_size,
+            now_ms=now_ms,
+        )
+
+    def _maybe_flush(self, now_ms: int) -> None:
+        unflushed = self._leo - self._recovery_point
+        if unflushed >= self.config.flush_interval_messages:
+            self.flush(now_ms)
+        else:
+            self.maybe_flush(now_ms)
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush if flush.ms has passed since the last flush (for a periodic scheduler)."""
+        now = _now_ms() if now_ms is None else now_ms
+        flush_ms = self.config.flush_ms
+        if flush_ms is None or self._leo <= self._recovery_point or now - self._last_flush_ms < flush_ms:
+            return False
+        self.flush(now)
+        return True
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync everything appended so far; the recovery point becomes the log end offset."""
+        self._check_open()
+        self._flush_upto(self._leo, _now_ms() if now_ms is None else now_ms)
+
+    def _flush_upto(self, offset: int, now_ms: int) -> None:
+        first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        for segment in self._segments[first:]:
+            if segment.base_offset >= offset:
+                break
+            segment.flush()
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+        self._recovery_point = max(self._recovery_point, offset)
+        self._last_flush_ms = now_ms
+
+    # --- fetch --------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `offset`, all with last offset < `max_offset_exclusive`.
+
+        At most `max_bytes`, except that a first batch larger than that is returned alone
+        (KIP-74). None when there is nothing to return yet; OffsetOutOfRangeError outside
+        [log start offset, log end offset]. Reads stop at a segment's end.
+        """
+        self._check_open()
+        leo = self._leo
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start_offset}, {leo}] of {self.dir.name}"
+            )
+        bound = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
+        if offset >= bound:
+            return None
+        first = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for i in range(first, len(self._segments)):
+            segment = self._segments[i]
+            if segment.base_offset >= bound:
+                return None
+            found = segment.read(offset, max_bytes, self._max_position(i, bound), min_one_batch)
+            if found is not None:
+                return found
+        return None
+
+    def _max_position(self, index: int, bound: int) -> int | None:
+        """Byte cap in segment `index` so that only batches ending below `bound` are read."""
+        if bound >= self._leo:
+            return None
+        if index + 1 < len(self._segments) and self._segments[index + 1].base_offset <= bound:
+            return None
+        segment = self._segments[index]
+        cached = self._bound_cache
+        if cached is not None and cached[0] == bound and cached[1] == segment.base_offset:
+            return cached[2]
+        position = segment.position_of(bound)
+        self._bound_cache = (bound, segment.base_offset, position)
+        return position
+
+    # --- ListOffsets --------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """First offset whose record timestamp is >= `timestamp` (ListOffsets), or None.
+
+        Also answers ListOffsets' special values: -1 latest (log end offset), -2 and -4
+        earliest (log start offset), -3 max timestamp.
+        """
+        self._check_open()
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return OffsetAndTimestamp(self._log_start_offset, NO_TIMESTAMP)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(self._leo, NO_TIMESTAMP)
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        if timestamp < 0:
+            raise ValueError(f"unsupported ListOffsets timestamp {timestamp}")
+        for segment in list(self._segments):
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return OffsetAndTimestamp(found[1], found[0])
+        return None
+
+    def max_timestamp_offset(self) -> OffsetAndTimestamp | None:
+        """Offset and timestamp of the first record holding the log's largest timestamp."""
+        self._check_open()
+        segment = max(self._segments, key=lambda s: s.max_timestamp_so_far)
+        found = segment.find_max_timestamp_record()
+        return OffsetAndTimestamp(found[1], found[0]) if found else None
+
+    # --- deletion: DeleteRecords, retention, truncation ---------------------------------
+
+    def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (-1 = high watermark) and
+        delete segments wholly below it. Returns the new log start offset (low watermark)."""
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        if offset == -1:
+            offset = self._high_watermark
+        if offset < 0 or offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset to {offset}: high watermark is {self._high_watermark}"
+            )
+        self._maybe_increment_log_start_offset(offset)
+        self._delete_log_start_breached(now)
+        self.purge_deleted(now)
+        return self._log_start_offset
+
+    def _maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self._high_watermark = max(self._high_watermark, offset)
+        self._recovery_point = max(self._recovery_point, offset)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole segments past retention.bytes / retention.ms (policy "delete") and
+        those below the log start offset; returns how many segments went."""
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = self._delete_log_start_breached(now)
+        if self.config.deletes_by_retention:
+            deleted += self._delete_retention_size_breached(now)
+            deleted += self._delete_retention_ms_breached(now)
+        self.purge_deleted(now)
+        return deleted
+
+    def _delete_log_start_breached(self, now_ms: int) -> int:
+        lso = self._log_start_offset
+        return self._delete_old_segments(lambda _s, nxt: nxt is not None and nxt.base_offset <= lso, now_ms)
+
+    def _delete_retention_ms_breached(self, now_ms: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_old_segments(lambda s, _n: now_ms - s.largest_timestamp > retention_ms, now_ms)
+
+    def _delete_retention_size_breached(self, now_ms: int) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = self.size
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def over(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size < 0:
+                return False
+            excess -= segment.size
+            return True
+
+        return self._delete_old_segments(over, now_ms)
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+    ) -> int:
+        """Delete the leading run of segments matching `predicate` and below the HW.
+
+        As in Kafka, if that is every segment (active included) a new empty active segment
+        is rolled first, so the log end offset is kept.
+        """
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            following = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = following.base_offset if following is not None else self._leo
+            if self._high_watermark < upper or not predicate(segment, following):
+                break
+            if following is None and segment.size == 0:
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self._segments):
+            self.roll(now_ms)
+        self._remove_segments(deletable, now_ms)
+        self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        return len(deletable)
+
+    def _remove_segments(self, segments: list[LogSegment], now_ms: int) -> None:
+        """Take segments out of the log; their files go `file.delete.delay.ms` later."""
+        gone = {id(s) for s in segments}
+        self._segments = [s for s in self._segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self._segments]
+        deadline = now_ms + self.config.file_delete_delay_ms
+        for segment in segments:
+            segment.mark_deleted()
+            self._pending_deletes.append((deadline, segment))
+        self._dir_dirty = True
+
+    def purge_deleted(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Remove the files of segments whose deletion delay has passed; returns how many."""
+        now = _now_ms() if now_ms is None else now_ms
+        due = [s for t, s in self._pending_deletes if force or t <= now]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        for segment in due:
+            segment.delete()
+        return len(due)
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
+        """Remove everything from the batch holding `offset` on (replica truncation).
+
+        Truncation is by whole batches, so the new log end offset is the start of the
+        batch holding `offset` when `offset` falls inside one. Returns whether anything went.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now)
+            return True
+        later = [s for s in self._segments if s.base_offset > offset]
+        if later:
+            self._remove_segments(later, now)
+        self.active_segment.truncate_to(offset, now)
+        self._leo = self.active_segment.read_next_offset()
+        self._after_truncation()
+        self.purge_deleted(now)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Delete every segment and start an empty log at `offset`."""
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        self._remove_segments(list(self._segments), now)
+        for name in segment_file_names(offset):
+            (self.dir / name).unlink(missing_ok=True)
+        self._segments = [self._new_segment(offset, now)]
+        self._bases = [offset]
+        self._leo = self._log_start_offset = self._recovery_point = self._high_watermark = offset
+        self._after_truncation()
+        self.purge_deleted(now)
+
+    def _after_truncation(self) -> None:
+        self._bound_cache = None
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._log_start_offset = min(self._log_start_offset, self._leo)
+        self._high_watermark = min(self._high_watermark, self._leo)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic settings take effect from the next append/roll/retention pass."""
+        self.config = config
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.dir} is closed")
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (unless told not to), trim the active indexes, close every file, finish
+        pending deletions."""
+        if self._closed:
+            return
+        if flush:
+            self.flush()
+        for segment in self._segments:
+            segment.close()
+        self.purge_deleted(force=True)
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close without flushing and remove the whole directory."""
+        self.close(flush=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({str(self.dir)!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._leo}, high_watermark={self._high_watermark}, "
+            f"segments={len(self._segments)})"
+        )

@@ -1,0 +1,448 @@
+"""One segment: `<base>.log` plus its `.index` and `.timeindex`, as Kafka lays them out.
+
+The `.log` holds magic-2 batches exactly as produced, offsets patched in. The read path
+touches only 61-byte batch headers (`os.pread`) to find byte ranges; the bytes themselves
+leave through a FileSlice and `os.sendfile`. Only recovery reads whole batches (to check
+CRCs), through a read-only mmap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import mmap
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kbroker.log.errors import CorruptIndexError, LogSegmentOffsetOverflowError
+from kbroker.log.file_slice import FileSlice
+from kbroker.log.offset_index import OffsetIndex
+from kbroker.log.time_index import TimeIndex
+from wire.exceptions import CorruptRecordError, DecodeError
+from wire.records import (
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Record,
+    iter_batches,
+    iter_records,
+    read_batch_header,
+    validate_batch,
+)
+
+__all__ = [
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "LogSegment",
+    "segment_name",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = OffsetIndex.SUFFIX
+TIME_INDEX_SUFFIX = TimeIndex.SUFFIX
+DELETED_SUFFIX = ".deleted"
+_UNKNOWN = (-1, -1)  # (max timestamp, its offset) before any batch is seen
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's file stem: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """A `.log` file and its two indexes; appends, reads by offset, recovers, rolls."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        now_ms: int | None = None,
+    ) -> None:
+        stem = Path(directory) / segment_name(base_offset)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.log_path = stem.with_name(stem.name + LOG_SUFFIX)
+        self._file = io.FileIO(self.log_path, "a+")  # O_APPEND; stays open as long as the segment
+        self._fd = self._file.fileno()
+        self._size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(stem.with_name(stem.name + INDEX_SUFFIX), base_offset, max_index_size)
+        self.time_index = TimeIndex(
+            stem.with_name(stem.name + TIME_INDEX_SUFFIX), base_offset, max_index_size
+        )
+        self.created_ms = _now_ms() if now_ms is None else now_ms
+        self._rolling_based_timestamp: int | None = None
+        self._bytes_since_last_index_entry = 0
+        self.needs_recovery = self._check_indexes()
+        self._max_timestamp, self._offset_of_max_timestamp = (
+            _UNKNOWN if self.needs_recovery else tuple(self.time_index.last_entry)
+        )
+
+    def _check_indexes(self) -> bool:
+        """Whether the indexes must be rebuilt: missing (with data in the log) or corrupt."""
+        if self._size and (self.offset_index.newly_created or self.time_index.newly_created):
+            return True
+        try:
+            self.offset_index.sanity_check(self._size)
+            self.time_index.sanity_check()
+        except CorruptIndexError:
+            return True
+        return False
+
+    # --- properties ---------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes in the `.log` file."""
+        return self._size
+
+    @property
+    def file(self) -> io.FileIO:
+        """The open `.log` file that FileSlices reference."""
+        return self._file
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        """Last offset of the first batch that reached the max timestamp (Kafka's "shallow" offset)."""
+        return self._offset_of_max_timestamp
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
+        return self._max_timestamp if self._max_timestamp >= 0 else self.last_modified_ms
+
+    # --- writing ------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        largest_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> None:
+        """Write offset-patched batches with one `write`, adding index entries every interval."""
+        size = len(records)
+        if not size:
+            return
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        if not self.offset_index.can_append_offset(largest_offset):
+            raise LogSegmentOffsetOverflowError(
+                f"offset {largest_offset} overflows segment {self.base_offset}"
+            )
+        self._write(records)
+        if max_timestamp > self._max_timestamp:
+            self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
+        """Append all of `data`; on failure cut the file back so no partial batch stays."""
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except OSError:
+            os.ftruncate(self._fd, self._size)
+            raise
+        self._size += done
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _header_at(self, position: int) -> BatchHeader:
+        header = read_batch_header(os.pread(self._fd, HEADER_SIZE, position))
+        if header.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"{self.log_path}: batch length {header.batch_length} at {position}")
+        return header
+
+    def _scan(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch starting in [start, end), headers only."""
+        position = start
+        while position < end:
+            header = self._header_at(position)
+            if position + header.size > self._size:
+                raise CorruptRecordError(
+                    f"{self.log_path}: batch at {position} runs past the end of the file"
+                )
+            yield position, header
+            position += header.size
+
+    def _translate_offset(self, offset: int, end: int) -> tuple[int, BatchHeader] | None:
+        """The first batch before `end` whose last offset is >= `offset`."""
+        start = self.offset_index.lookup(offset).position
+        for position, header in self._scan(start, end):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def _last_boundary(self, start: int, limit: int) -> int:
+        """The greatest batch boundary <= limit, from `start` (a boundary); the index skips ahead."""
+        position = max(start, self.offset_index.floor_by_position(limit).position)
+        for batch_start, header in self._scan(position, limit):
+            if batch_start + header.size > limit:
+                return batch_start
+            position = batch_start + header.size
+        return position
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_position: int | None = None, min_one_batch: bool = True
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `start_offset`, at most `max_bytes` of them.
+
+        The first batch is returned whole even when larger than `max_bytes` (KIP-74) if
+        `min_one_batch`. `max_position` (a batch boundary) caps the range, e.g. at the high
+        watermark. None when no batch at or after `start_offset` lies before the cap.
+        """
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
+        end = self._size if max_position is None else min(max_position, self._size)
+        found = self._translate_offset(start_offset, end)
+        if found is None:
+            return None
+        position, header = found
+        first = header.size
+        if first > max_bytes:
+            return FileSlice(self._file, position, first) if min_one_batch else None
+        limit = position + max_bytes
+        if limit >= end:
+            return FileSlice(self._file, position, end - position)
+        return FileSlice(self._file, position, self._last_boundary(position + first, limit) - position)
+
+    def position_of(self, offset: int) -> int:
+        """Start of the first batch whose last offset is >= `offset`, or the segment size."""
+        found = self._translate_offset(offset, self._size)
+        return found[0] if found else self._size
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (base offset when empty): a scan from the last index entry."""
+        last: BatchHeader | None = None
+        for _, header in self._scan(self.offset_index.last_entry.position, self._size):
+            last = header
+        return last.next_offset if last else self.base_offset
+
+    def batch_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from `start`: for tools (dump-log) and tests."""
+        return self._scan(start, self._size)
+
+    def _records(self, position: int, header: BatchHeader) -> Iterator[Record]:
+        return iter_records(os.pread(self._fd, header.size, position))
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record >= `starting_offset` with timestamp >= `timestamp`.
+
+        The time index narrows the scan; only the one matching batch is decoded.
+        """
+        entry = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for position, header in self._scan(start, self._size):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in self._records(position, header):
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.timestamp, record.offset
+        return None
+
+    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record carrying the segment's max timestamp."""
+        max_timestamp = self._max_timestamp
+        start = self.offset_index.lookup(self._offset_of_max_timestamp).position
+        for position, header in self._scan(start, self._size):
+            if header.max_timestamp == max_timestamp:
+                for record in self._records(position, header):
+                    if record.timestamp == max_timestamp:
+                        return max_timestamp, record.offset
+                return None
+        return None
+
+    # --- rolling ------------------------------------------------------------------------
+
+    def _first_batch_timestamp(self) -> int | None:
+        if self._rolling_based_timestamp is None and self._size:
+            self._rolling_based_timestamp = self._header_at(0).max_timestamp
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Age of the segment: by record timestamps when the first batch has one, else by clock."""
+        first = self._first_batch_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's roll rule: size, age, a full index, or an offset the index cannot hold."""
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > segment_ms
+        return (
+            self._size > segment_bytes - messages_size
+            or (self._size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.offset_index.can_append_offset(max_offset_in_messages)
+        )
+
+    def on_become_inactive(self) -> None:
+        """On roll: record the max timestamp in the time index and trim both indexes."""
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # --- recovery and truncation --------------------------------------------------------
+
+    def recover(self) -> int:
+        """Re-check every batch (CRC, structure, ascending offsets), cut the tail at the first
+        bad one, rebuild both indexes. Returns the bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        if self._size:
+            data = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
+            try:
+                valid, last_entry, self._max_timestamp, self._offset_of_max_timestamp = self._index_batches(
+                    data
+                )
+            finally:
+                with contextlib.suppress(BufferError):  # a view still alive: GC unmaps it later
+                    data.close()
+        else:
+            valid, last_entry, (self._max_timestamp, self._offset_of_max_timestamp) = 0, 0, _UNKNOWN
+        truncated = self._size - valid
+        if truncated:
+            os.ftruncate(self._fd, valid)
+            self._size = valid
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._bytes_since_last_index_entry = valid - last_entry
+        self._rolling_based_timestamp = None
+        self.needs_recovery = False
+        return truncated
+
+    def _index_batches(self, data: mmap.mmap) -> tuple[int, int, int, int]:
+        """Validate batches from the start; index them. (valid bytes, last entry, max ts, its offset)."""
+        valid = last_entry = 0
+        max_timestamp, offset_of_max = _UNKNOWN
+        expected = self.base_offset
+        try:
+            for position, header in iter_batches(data):
+                validate_batch(data, position)
+                if header.base_offset < expected or not self.offset_index.can_append_offset(
+                    header.last_offset
+                ):
+                    break
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                if valid - last_entry > self.index_interval_bytes and not self.offset_index.is_full:
+                    self.offset_index.append(header.last_offset, valid)
+                    self.time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
+                    last_entry = valid
+                valid = position + header.size
+                expected = header.next_offset
+        except DecodeError:
+            pass  # CorruptRecordError included: everything from `valid` on is dropped
+        return valid, last_entry, max_timestamp, offset_of_max
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
+        """Drop the batch holding `offset` and everything after; returns bytes removed.
+
+        The segment becomes the active one, so its indexes are preallocated again.
+        """
+        found = self._translate_offset(offset, self._size)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.max_index_size)
+        if found is None:
+            return 0
+        position = found[0]
+        truncated = self._size - position
+        os.ftruncate(self._fd, position)
+        self._size = position
+        if position == 0:
+            self.created_ms = _now_ms() if now_ms is None else now_ms
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._recompute_max_timestamp()
+        return truncated
+
+    def _recompute_max_timestamp(self) -> None:
+        """Max timestamp after truncation: the time index's last entry, then headers after it."""
+        last = self.time_index.last_entry
+        best = (last.timestamp, last.offset) if self.time_index.entries else _UNKNOWN
+        start = self.offset_index.lookup(last.offset).position if self.time_index.entries else 0
+        for _, header in self._scan(start, self._size):
+            if header.max_timestamp > best[0]:
+                best = (header.max_timestamp, header.last_offset)
+        self._max_timestamp, self._offset_of_max_timestamp = best
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the `.log` and write back both index mappings."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Record the max timestamp, trim the indexes and close everything (no fsync)."""
+        if self._file.closed:
+            return
+        if self._max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        self._file.close()
+
+    def mark_deleted(self) -> None:
+        """Rename the three files to `*.deleted`; open slices keep working until `delete()`."""
+        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete(self) -> None:
+        """Close and remove the files (under whichever names they have now)."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        if not self._file.closed:
+            self._file.close()
+        self.log_path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={str(self.log_path)!r})"

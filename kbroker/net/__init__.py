@@ -1,0 +1,1 @@
+"""Listeners, connections, framing and the zero-copy send path."""

@@ -1,0 +1,84 @@
+"""Starting and stopping a broker: listeners, the retention timer, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+
+from kbroker.broker import Broker
+from kbroker.config import BrokerConfig
+from kbroker.net.server import Server
+
+log = logging.getLogger(__name__)
+
+
+class RunningBroker:
+    """A broker with its listeners open, inside a running event loop."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker: Broker | None = None
+        self.servers: list[Server] = []
+        self._retention: asyncio.Task | None = None
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        listener = self.broker.advertised_listener
+        return f"{listener.host}:{listener.port}"
+
+    async def start(self) -> None:
+        self.broker = Broker(self.config)
+        for listener in self.config.listeners:
+            server = Server(self.broker, listener.host or "0.0.0.0", listener.port)
+            await server.start()
+            self.servers.append(server)
+        advertised = self.config.advertised_listeners[0]
+        if advertised.port == 0:
+            advertised = dataclasses.replace(advertised, port=self.servers[0].port)
+        self.broker.advertised_listener = advertised
+        self._retention = asyncio.create_task(self._retention_loop())
+        log.info("kbroker %d listening on %s", self.broker.node_id, self.bootstrap_servers)
+
+    async def _retention_loop(self) -> None:
+        interval = int(self.config["log.retention.check.interval.ms"]) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.broker.apply_retention()
+            except Exception:
+                log.exception("retention check failed")
+
+    async def stop(self) -> None:
+        """Answer nothing new, finish what is in flight, then flush and checkpoint the logs."""
+        if self.broker is None:
+            return
+        self.broker.closing = True
+        self.broker.notify_appended()  # wake long-polling fetches so they answer now
+        if self._retention is not None:
+            self._retention.cancel()
+        for server in self.servers:
+            await server.stop()
+        self.broker.close()
+        self.broker = None
+
+
+async def serve_forever(config: BrokerConfig) -> None:
+    running = RunningBroker(config)
+    await running.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await running.stop()

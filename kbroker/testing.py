@@ -1,0 +1,84 @@
+"""An in-process broker for your own tests: a context manager and a pytest fixture.
+
+    from kbroker.testing import running_broker
+    with running_broker() as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+With kbroker installed, pytest also offers the fixture `kafka_broker` (one broker per test,
+free port, temporary data directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from kbroker import config as broker_config
+from kbroker.runner import RunningBroker
+
+
+class BrokerThread:
+    """A broker on its own event loop in a daemon thread, so test code may block freely."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None) -> None:
+        raw = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
+        raw.update(overrides or {})
+        self.config = broker_config.build(raw)
+        self.data_dir = data_dir
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kbroker", daemon=True)
+        self.running = RunningBroker(self.config)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.running.bootstrap_servers
+
+    @property
+    def broker(self):
+        return self.running.broker
+
+    def _call(self, coroutine, timeout: float = 30):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def start(self) -> BrokerThread:
+        self._thread.start()
+        self._call(self.running.start())
+        return self
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._call(self.running.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: Path | None = None, **overrides: str) -> Iterator[BrokerThread]:
+    """Start a broker (property names with dots as keyword-friendly dict: use **{"a.b": "v"})."""
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-")))
+        broker = BrokerThread(data_dir, overrides).start()
+        try:
+            yield broker
+        finally:
+            broker.stop()
+
+
+try:
+    import pytest
+except ImportError:  # the context manager works without pytest; the fixture needs it
+    pytest = None
+
+if pytest is not None:
+
+    @pytest.fixture
+    def kafka_broker(tmp_path: Path) -> Iterator[BrokerThread]:
+        """A fresh broker for one test: free port on 127.0.0.1, data under tmp_path."""
+        with running_broker(tmp_path / "data") as broker:
+            yield broker

@@ -1,0 +1,57 @@
+"""A minimal blocking Kafka client over a plain socket, built on `wire`, for broker tests."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from wire import headers, messages
+
+
+class RawClient:
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_frame(self, body: bytes) -> None:
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+
+    def request_bytes(self, api_key: int, version: int, request) -> bytes:
+        self.correlation_id += 1
+        header = messages.RequestHeader(request_api_key=api_key, request_api_version=version,
+                                        correlation_id=self.correlation_id, client_id="raw-test")
+        out = headers.encode_request_header(header)
+        return bytes(messages.encode(request, version, out))
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._read_exactly(4))[0]
+        return self._read_exactly(size)
+
+    def _read_exactly(self, count: int) -> bytes:
+        chunks = []
+        while count:
+            chunk = self.sock.recv(count)
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            chunks.append(chunk)
+            count -= len(chunk)
+        return b"".join(chunks)
+
+    def call(self, api_key: int, version: int, request):
+        self.send_frame(self.request_bytes(api_key, version, request))
+        frame = self.read_frame()
+        header, at = headers.decode_response_header(frame, api_key, version)
+        assert header.correlation_id == self.correlation_id
+        response, end = messages.decode(messages.api(api_key).response.name, version, frame, at)
+        assert end == len(frame)
+        return response
+
+    def is_closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, TimeoutError):
+            return True

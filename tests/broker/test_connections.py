@@ -1,0 +1,91 @@
+"""How the broker treats frames: Kafka's answers for odd versions, closed connections for
+malformed input, and nothing that disturbs other connections."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from wire import messages
+from wire.errors import ErrorCode
+
+from raw_client import RawClient
+
+API_VERSIONS, METADATA = 18, 3
+
+
+@pytest.fixture
+def client(kafka_broker):
+    raw = RawClient(kafka_broker.bootstrap_servers)
+    yield raw
+    raw.close()
+
+
+def test_api_versions_response_has_no_tagged_field_byte_in_its_header(client):
+    client.send_frame(client.request_bytes(API_VERSIONS, 3, messages.ApiVersionsRequest(
+        client_software_name="t", client_software_version="1")))
+    frame = client.read_frame()
+    correlation_id, error_code = struct.unpack_from(">ih", frame)
+    assert (correlation_id, error_code) == (client.correlation_id, 0)  # header v0: no tag byte between
+
+
+def test_api_versions_lists_every_api_the_clients_need(client):
+    response = client.call(API_VERSIONS, 3, messages.ApiVersionsRequest(client_software_name="t",
+                                                                        client_software_version="1"))
+    listed = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert {0, 1, 2, 3, 18, 19, 20, 22, 37} <= set(listed)
+    assert listed[0][0] == 0  # Produce v0 advertised for librdkafka, as Kafka 4 does
+
+
+def test_api_versions_of_an_unknown_version_gets_a_v0_answer_with_our_ranges(client):
+    client.correlation_id += 1
+    header = struct.pack(">hhih", API_VERSIONS, 127, client.correlation_id, 1) + b"t" + b"\x00"
+    client.send_frame(header + b"\x02t\x021\x00")
+    frame = client.read_frame()
+    response, _ = messages.decode("ApiVersionsResponse", 0, frame, 4)
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert any(k.api_key == METADATA for k in response.api_keys)
+
+
+def test_garbage_frame_closes_only_that_connection(kafka_broker, client):
+    other = RawClient(kafka_broker.bootstrap_servers)
+    try:
+        client.send_frame(struct.pack(">hhi", METADATA, 12, 1) + b"\xff\xff\xff")
+        assert client.is_closed_by_peer()
+        response = other.call(METADATA, 12, messages.MetadataRequest(topics=[]))
+        assert response.brokers[0].port == int(kafka_broker.bootstrap_servers.rsplit(":", 1)[1])
+    finally:
+        other.close()
+
+
+def test_unknown_api_key_closes_the_connection(client):
+    client.send_frame(struct.pack(">hhih", 9999, 0, 1, -1))
+    assert client.is_closed_by_peer()
+
+
+def test_frame_larger_than_socket_request_max_bytes_closes_the_connection(client):
+    client.sock.sendall(struct.pack(">i", 200 * 1024 * 1024))
+    assert client.is_closed_by_peer()
+
+
+def test_pipelined_requests_are_answered_in_order(client):
+    frames = [client.request_bytes(METADATA, 12, messages.MetadataRequest(topics=[])) for _ in range(5)]
+    for frame in frames:
+        client.send_frame(frame)
+    ids = [struct.unpack_from(">i", client.read_frame())[0] for _ in frames]
+    assert ids == [1, 2, 3, 4, 5]
+
+
+def test_metadata_auto_creates_a_requested_topic(client, kafka_broker):
+    request = messages.MetadataRequest(topics=[messages.MetadataRequest.MetadataRequestTopic(name="auto-made")],
+                                       allow_auto_topic_creation=True)
+    first = client.call(METADATA, 12, request)
+    assert first.topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    second = client.call(METADATA, 12, request)
+    assert second.topics[0].error_code == 0 and len(second.topics[0].partitions) == 1
+
+
+def test_metadata_for_an_invalid_topic_name_is_an_error(client):
+    request = messages.MetadataRequest(topics=[messages.MetadataRequest.MetadataRequestTopic(name="a/b")])
+    assert client.call(METADATA, 12, request).topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
