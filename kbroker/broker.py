@@ -71,10 +71,19 @@ class Broker:
         self.log_dirs = config.log_dirs
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
-        self.logs = LogManager(self.log_dirs, self.default_log_config())
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
-        self.cluster_id = self._load_topics()
+        saved = self._read_topics_file()
+        topic_configs = {t.name: self.log_config_for(t) for t in saved}
+        self.logs = LogManager(self.log_dirs, self.default_log_config(), topic_configs=topic_configs)
+        given_cluster_id = self.config["cluster.id"] or self._saved_cluster_id
+        self._cluster_id = self.cluster_id = self.logs.ensure_meta_properties(self.node_id, given_cluster_id)
+        for topic in saved:
+            self._register(topic)
+        for _, log in self.logs.items():
+            # one replica: everything in the log was acknowledged, so the HW is the log end
+            log.update_high_watermark(log.log_end_offset)
+        self._save_topics()
         self.appended = asyncio.Event()  # set whenever any log grows; long-polling fetches wait on it
         # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
         self.next_producer_id = now_ms() << 8
@@ -110,19 +119,14 @@ class Broker:
     def _topics_path(self) -> Path:
         return self.log_dirs[0] / TOPICS_FILE
 
-    def _load_topics(self) -> str:
+    def _read_topics_file(self) -> list[Topic]:
         path = self._topics_path()
+        self._saved_cluster_id = None
         if not path.exists():
-            cluster_id = str(self.config["cluster.id"] or _new_cluster_id())
-            self._cluster_id = cluster_id
-            self._save_topics()
-            return cluster_id
+            return []
         state = json.loads(path.read_text(encoding="utf-8"))
-        for entry in state["topics"]:
-            topic = Topic(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], entry["configs"])
-            self._register(topic)
-        self._cluster_id = state["cluster_id"]
-        return state["cluster_id"]
+        self._saved_cluster_id = state.get("cluster_id")
+        return [Topic(e["name"], uuid.UUID(e["id"]), e["partitions"], e["configs"]) for e in state["topics"]]
 
     def _save_topics(self) -> None:
         state = {
@@ -219,11 +223,13 @@ class Broker:
                 if log is not None:
                     log.apply_retention(now)
 
+    def checkpoint(self) -> None:
+        """Kafka's periodic work: flush logs whose flush.ms is due, write offset checkpoints."""
+        self.logs.flush_dirty(now_ms())
+        self.logs.checkpoint()
+
     def close(self) -> None:
+        """Flush, checkpoint and mark the clean shutdown, so the next start skips recovery."""
         self.logs.close()
 
 
-def _new_cluster_id() -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

@@ -13,6 +13,7 @@ from kbroker.config import BrokerConfig
 from kbroker.net.server import Server
 
 log = logging.getLogger(__name__)
+CHECKPOINT_INTERVAL_S = 60  # log.flush.offset.checkpoint.interval.ms
 
 
 class RunningBroker:
@@ -43,17 +44,30 @@ class RunningBroker:
         if advertised.port == 0:
             advertised = dataclasses.replace(advertised, port=self.servers[0].port)
         self.broker.advertised_listener = advertised
-        self._retention = asyncio.create_task(self._retention_loop())
+        self._retention = asyncio.create_task(self._housekeeping())
         log.info("kbroker %d listening on %s", self.broker.node_id, self.bootstrap_servers)
 
-    async def _retention_loop(self) -> None:
-        interval = int(self.config["log.retention.check.interval.ms"]) / 1000
+    async def _housekeeping(self) -> None:
+        """Kafka's scheduler: retention every log.retention.check.interval.ms, offset
+        checkpoints every minute, time-based flushes checked every second."""
+        retention_every = int(self.config["log.retention.check.interval.ms"]) / 1000
+        loop = asyncio.get_running_loop()
+        next_retention = loop.time() + retention_every
+        next_checkpoint = loop.time() + CHECKPOINT_INTERVAL_S
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(1)
+            now = loop.time()
             try:
-                self.broker.apply_retention()
+                if now >= next_retention:
+                    self.broker.apply_retention()
+                    next_retention = now + retention_every
+                if now >= next_checkpoint:
+                    self.broker.checkpoint()
+                    next_checkpoint = now + CHECKPOINT_INTERVAL_S
+                else:
+                    self.broker.logs.flush_dirty()
             except Exception:
-                log.exception("retention check failed")
+                log.exception("housekeeping failed")
 
     async def stop(self) -> None:
         """Answer nothing new, finish what is in flight, then flush and checkpoint the logs."""

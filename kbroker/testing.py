@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +73,57 @@ def running_broker(data_dir: Path | None = None, **overrides: str) -> Iterator[B
             yield broker
         finally:
             broker.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class BrokerProcess:
+    """`kbroker serve` as a real subprocess (for crash tests and cross-process clients)."""
+
+    def __init__(self, data_dir: Path, *overrides: str, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.overrides = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={data_dir}", *overrides]
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20) -> BrokerProcess:
+        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve"]
+        for override in self.overrides:
+            args += ["--override", override]
+        self.process = subprocess.Popen(args)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"kbroker exited with {self.process.returncode} before listening")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop(signal.SIGKILL)
+        raise RuntimeError(f"kbroker did not listen on port {self.port} within {timeout} s")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int | None:
+        """Send `sig` (SIGTERM: clean shutdown; SIGKILL: a crash) and wait; returns the exit code."""
+        if self.process is None:
+            return None
+        process, self.process = self.process, None
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
 
 
 try:
