@@ -27,7 +27,7 @@ class Server:
         self.port = port
         self.max_request_bytes = int(broker.config["socket.request.max.bytes"])
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
@@ -38,14 +38,20 @@ class Server:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        # Close the sockets rather than cancel the tasks: each connection then ends its read
+        # loop normally, after answering the request it is handling (clean shutdown).
+        for writer in list(self._connections.values()):
+            writer.close()
+        pending = list(self._connections)
+        if pending:
+            _, stuck = await asyncio.wait(pending, timeout=10)
+            for task in stuck:
+                task.cancel()
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._connections.add(task)
+            self._connections[task] = writer
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -69,7 +75,7 @@ class Server:
         finally:
             writer.close()
             if task is not None:
-                self._connections.discard(task)
+                self._connections.pop(task, None)
 
     async def _read_frame(self, reader: asyncio.StreamReader, peer) -> bytes | None:
         try:
