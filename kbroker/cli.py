@@ -19,8 +19,23 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     from kbroker.runner import serve_forever
 
-    asyncio.run(serve_forever(config))
+    _raise_open_file_limit()
+    if args.event_loop == "uvloop":
+        import uvloop
+
+        uvloop.run(serve_forever(config))
+    else:
+        asyncio.run(serve_forever(config))
     return 0
+
+
+def _raise_open_file_limit() -> None:
+    """Each partition keeps three files open; lift the soft limit to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a property, as kafka-server-start.sh --override does")
+    serve.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                       help="asyncio (default) sends fetched records with sendfile, zero-copy; uvloop's "
+                            "transports have no sendfile, so its fetch path copies through user space")
     serve.set_defaults(run=_serve)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

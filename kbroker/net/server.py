@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import struct
 
@@ -62,6 +61,8 @@ class Server:
                 if frame is None:
                     return
                 response = await dispatch(self.broker, frame)
+                if writer.transport.is_closing():
+                    return  # the client left while its request (e.g. a long poll) was pending
                 if response is not None:
                     await _send(writer, response)
         except MalformedRequest as error:
@@ -107,13 +108,10 @@ async def _send(writer: asyncio.StreamWriter, response: ResponseFrame) -> None:
 
 
 async def _send_file_range(loop, writer: asyncio.StreamWriter, region) -> None:
-    """Zero copy: `loop.sendfile` uses os.sendfile on a plain TCP transport."""
-    file = region.file
-    if isinstance(file, int):
-        file = os.fdopen(os.dup(file), "rb")
-        try:
-            await loop.sendfile(writer.transport, file, region.position, region.length)
-        finally:
-            file.close()
-        return
-    await loop.sendfile(writer.transport, file, region.position, region.length)
+    """Zero copy where the loop can: asyncio's `loop.sendfile` uses os.sendfile on a plain TCP
+    transport. uvloop has no sendfile, so there the bytes are read and written (a copy)."""
+    try:
+        await loop.sendfile(writer.transport, region.file, region.position, region.length)
+    except NotImplementedError:
+        writer.write(region.read_bytes())
+        await writer.drain()
