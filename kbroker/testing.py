@@ -84,8 +84,10 @@ def free_port() -> int:
 class BrokerProcess:
     """`kbroker serve` as a real subprocess (for crash tests and cross-process clients)."""
 
-    def __init__(self, data_dir: Path, *overrides: str, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, *overrides: str, port: int | None = None,
+                 event_loop: str = "asyncio") -> None:
         self.data_dir = data_dir
+        self.event_loop = event_loop
         self.port = port or free_port()
         self.overrides = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={data_dir}", *overrides]
         self.process: subprocess.Popen | None = None
@@ -95,7 +97,8 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20) -> BrokerProcess:
-        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve"]
+        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve",
+                "--event-loop", self.event_loop]
         for override in self.overrides:
             args += ["--override", override]
         self.process = subprocess.Popen(args)
