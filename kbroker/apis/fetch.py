@@ -1,15 +1,25 @@
-"""Fetch (1): byte ranges of segment files up to the high watermark, long-polled.
+"""Fetch (1): byte ranges of segment files up to the high watermark, long-polled, with
+fetch sessions (KIP-227).
 
 Records are handed to the encoder as file slices, so the network layer can `sendfile` them
-straight from the page cache. Fetch sessions (KIP-227) are declined the way Kafka declines
-them when its session cache is full: session id 0 in the response, and the client simply
-keeps sending full fetches.
+straight from the page cache.
+
+Sessions: a request with epoch 0 opens a session holding its partitions and fetch
+positions; later requests (epoch 1, 2, ...) send only the partitions whose position changed
+plus the ones to forget, and the response carries only partitions with something new:
+records, a moved high watermark / log start offset, or an error. Epoch -1 is a sessionless
+full fetch. Like Kafka, the cache is bounded (`max.incremental.fetch.session.cache.slots`,
+1000) and evicts the least recently used session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
@@ -19,10 +29,79 @@ from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
 
 Response = messages.FetchResponse
-NO_SESSION, FULL_FETCH_EPOCH, INITIAL_EPOCH = 0, -1, 0
+NO_SESSION, FINAL_EPOCH, INITIAL_EPOCH = 0, -1, 0
+SESSION_CACHE_SLOTS = 1000
+TOPIC_IDS_FROM = 13  # Fetch v13 names topics by id
 
 
-def _partition(index: int, error: int, log=None, records=b""):
+@dataclass
+class SessionPartition:
+    """A partition the client fetches, and what it was last told about it."""
+
+    name: str | None
+    topic_id: uuid.UUID
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    sent_high_watermark: int = -2
+    sent_log_start: int = -2
+
+
+@dataclass
+class FetchSession:
+    session_id: int
+    next_epoch: int = 1
+    partitions: OrderedDict[tuple, SessionPartition] = field(default_factory=OrderedDict)
+
+
+class SessionCache:
+    def __init__(self, slots: int = SESSION_CACHE_SLOTS) -> None:
+        self.slots = slots
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self._ids = itertools.count(1)
+
+    def create(self) -> FetchSession:
+        session = FetchSession(next(self._ids) % 0x7FFFFFFF + 1)
+        self.sessions[session.session_id] = session
+        while len(self.sessions) > self.slots:
+            self.sessions.popitem(last=False)
+        return session
+
+    def get(self, session_id: int) -> FetchSession | None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            self.sessions.move_to_end(session_id)
+        return session
+
+    def remove(self, session_id: int) -> None:
+        self.sessions.pop(session_id, None)
+
+
+def _session_cache(broker: Broker) -> SessionCache:
+    cache = getattr(broker, "fetch_sessions", None)
+    if cache is None:
+        cache = broker.fetch_sessions = SessionCache()
+    return cache
+
+
+def _key(version: int, name: str | None, topic_id: uuid.UUID, partition: int) -> tuple:
+    return (topic_id if version >= TOPIC_IDS_FROM else name, partition)
+
+
+def _wanted(broker: Broker, request, version: int) -> list[SessionPartition]:
+    """The partitions named in the request, with names resolved from ids for v13+."""
+    wanted = []
+    for topic in request.topics:
+        name, topic_id = topic.topic, topic.topic_id or ZERO_UUID
+        if version >= TOPIC_IDS_FROM:
+            known = broker.topics_by_id.get(topic_id)
+            name = known.name if known else None
+        for p in topic.partitions:
+            wanted.append(SessionPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
+    return wanted
+
+
+def _partition_data(index: int, error: int, log=None, records=b""):
     high_watermark = log.high_watermark if log is not None else -1
     return Response.PartitionData(
         partition_index=index, error_code=error, high_watermark=high_watermark,
@@ -30,53 +109,98 @@ def _partition(index: int, error: int, log=None, records=b""):
         aborted_transactions=None, preferred_read_replica=-1, records=records)
 
 
-def _read_all(broker: Broker, request, version: int) -> tuple[list, int]:
-    """One pass over the requested partitions; returns the topics and the bytes found."""
-    budget = request.max_bytes
-    found = 0
-    topics = []
-    for fetch_topic in request.topics:
-        name = fetch_topic.topic
-        if version >= 13:
-            known = broker.topics_by_id.get(fetch_topic.topic_id)
-            name = known.name if known else None
-        partitions = []
-        for p in fetch_topic.partitions:
-            if name is None:
-                partitions.append(_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_ID))
-                continue
-            log = broker.partition_log(name, p.partition)
-            if log is None:
-                partitions.append(_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            limit = min(p.partition_max_bytes, budget)
-            try:
-                chunk = log.read(p.fetch_offset, limit, log.high_watermark) if limit > 0 or found == 0 else None
-            except OffsetOutOfRangeError:
-                partitions.append(_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, log))
-                continue
-            size = len(chunk) if chunk is not None else 0
-            found += size
-            budget = max(0, budget - size)
-            partitions.append(_partition(p.partition, ErrorCode.NONE, log, chunk if size else b""))
-        topics.append(Response.FetchableTopicResponse(topic=fetch_topic.topic,
-                                                      topic_id=fetch_topic.topic_id or ZERO_UUID,
-                                                      partitions=partitions))
-    return topics, found
+def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool):
+    """(partition data, bytes found) for one partition."""
+    if wanted.name is None:
+        return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_ID), 0
+    log = broker.partition_log(wanted.name, wanted.partition)
+    if log is None:
+        return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+    limit = min(wanted.max_bytes, budget)
+    try:
+        chunk = log.read(wanted.fetch_offset, limit, log.high_watermark) if limit > 0 or first else None
+    except OffsetOutOfRangeError:
+        return _partition_data(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE, log), 0
+    size = len(chunk) if chunk is not None else 0
+    return _partition_data(wanted.partition, ErrorCode.NONE, log, chunk if size else b""), size
+
+
+def _read_all(broker: Broker, partitions: list[SessionPartition], version: int, max_bytes: int,
+              incremental: bool) -> tuple[list, int]:
+    """One pass: (partitions to report with their data, bytes found). An incremental
+    response reports only partitions with records, an error, or moved offsets."""
+    budget, found = max_bytes, 0
+    report = []
+    for wanted in partitions:
+        data, size = _read_one(broker, wanted, version, budget, found == 0)
+        found += size
+        budget = max(0, budget - size)
+        changed = (size or data.error_code or data.high_watermark != wanted.sent_high_watermark
+                   or data.log_start_offset != wanted.sent_log_start)
+        if changed or not incremental:
+            report.append((wanted, data))
+    return report, found
+
+
+def _response_topics(report: list, version: int) -> list:
+    """Group reported partitions by topic, and remember what each client was told."""
+    topics: dict[tuple, object] = {}
+    for wanted, data in report:
+        wanted.sent_high_watermark, wanted.sent_log_start = data.high_watermark, data.log_start_offset
+        topic_key = (wanted.topic_id, wanted.name)
+        if topic_key not in topics:
+            topics[topic_key] = Response.FetchableTopicResponse(
+                topic=wanted.name or "" if version < TOPIC_IDS_FROM else "", topic_id=wanted.topic_id, partitions=[])
+        topics[topic_key].partitions.append(data)
+    return list(topics.values())
+
+
+def _open_session(broker: Broker, request, version: int) -> tuple[FetchSession | None, list, int]:
+    """Resolve the request against the session cache: (session, partitions, error)."""
+    cache = _session_cache(broker)
+    wanted = _wanted(broker, request, version)
+    if request.session_epoch == FINAL_EPOCH:
+        cache.remove(request.session_id)
+        return None, wanted, ErrorCode.NONE
+    if request.session_epoch == INITIAL_EPOCH:
+        cache.remove(request.session_id)
+        session = cache.create()
+        for p in wanted:
+            session.partitions[_key(version, p.name, p.topic_id, p.partition)] = p
+        return session, wanted, ErrorCode.NONE
+    session = cache.get(request.session_id)
+    if session is None:
+        return None, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    if request.session_epoch != session.next_epoch:
+        return None, [], ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    session.next_epoch += 1
+    for p in wanted:
+        known = session.partitions.get(_key(version, p.name, p.topic_id, p.partition))
+        if known is None:
+            session.partitions[_key(version, p.name, p.topic_id, p.partition)] = p
+        else:
+            known.fetch_offset, known.max_bytes = p.fetch_offset, p.max_bytes
+    for forgotten in request.forgotten_topics_data or ():
+        for partition in forgotten.partitions:
+            session.partitions.pop(_key(version, forgotten.topic, forgotten.topic_id, partition), None)
+    return session, list(session.partitions.values()), ErrorCode.NONE
 
 
 @handles(1)
 async def fetch(broker: Broker, header, request):
     version = header.request_api_version
-    if request.session_id != NO_SESSION or request.session_epoch not in (FULL_FETCH_EPOCH, INITIAL_EPOCH):
-        return Response(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                        session_id=0, responses=[])
+    session, partitions, error = _open_session(broker, request, version)
+    if error:
+        return Response(throttle_time_ms=0, error_code=error, session_id=NO_SESSION, responses=[])
+    session_id = session.session_id if session is not None else NO_SESSION
+    incremental = request.session_epoch > INITIAL_EPOCH
     deadline = now_ms() + max(0, request.max_wait_ms)
     while True:
         appended = broker.appended
-        topics, found = _read_all(broker, request, version)
+        report, found = _read_all(broker, partitions, version, request.max_bytes, incremental)
         remaining = deadline - now_ms()
         if found >= request.min_bytes or remaining <= 0 or broker.closing:
-            return Response(throttle_time_ms=0, error_code=0, session_id=NO_SESSION, responses=topics)
+            return Response(throttle_time_ms=0, error_code=0, session_id=session_id,
+                            responses=_response_topics(report, version))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(appended.wait(), remaining / 1000)
