@@ -94,7 +94,30 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1), ">= 1"),
     Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0), ">= 0"),
     Property("min.insync.replicas", _parse_int, 1, _at_least(1), ">= 1"),
+    # broker-wide defaults of topic configs, reported by DescribeConfigs as their synonyms
+    Property("compression.type", _parse_str, "producer",
+             _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+             "uncompressed, zstd, lz4, snappy, gzip or producer"),
+    Property("log.cleaner.delete.retention.ms", _parse_int, 86_400_000, _at_least(0), ">= 0"),
+    Property("unclean.leader.election.enable", _parse_bool, False),
 )}
+
+# Properties whose Kafka ConfigDef type is LONG; the other integers are INT. DescribeConfigs
+# reports the type (v3+), and clients such as kafka-configs use it to format values.
+LONG_PROPERTIES = frozenset({
+    "log.roll.ms", "log.retention.ms", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.cleaner.delete.retention.ms",
+})
+
+
+def property_type(name: str) -> str:
+    """Kafka's ConfigDef type name for a property: BOOLEAN, INT, LONG, LIST or STRING."""
+    parse = PROPERTIES[name].parse
+    if parse is _parse_bool:
+        return "BOOLEAN"
+    if parse is _parse_int:
+        return "LONG" if name in LONG_PROPERTIES else "INT"
+    return "LIST" if parse is _parse_list else "STRING"
 
 
 @dataclass(frozen=True)
@@ -115,6 +138,9 @@ class Listener:
 @dataclass(frozen=True)
 class BrokerConfig:
     values: Mapping[str, object] = field(default_factory=dict)
+    # the keys given in server.properties or as overrides (DescribeConfigs reports these as
+    # STATIC_BROKER_CONFIG, the rest as DEFAULT_CONFIG)
+    explicit: frozenset[str] = frozenset()
 
     def __getitem__(self, name: str) -> object:
         return self.values[name]
@@ -204,7 +230,7 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
         if not prop.check(value):
             raise ConfigError(f"invalid value {text!r} for configuration {key}: must be {prop.expectation}")
         values[key] = value
-    config = BrokerConfig(values)
+    config = BrokerConfig(values, frozenset(key for key in raw if key in PROPERTIES))
     config.listeners  # noqa: B018 - validate listener syntax now rather than at bind time
     config.advertised_listeners  # noqa: B018
     return config

@@ -10,10 +10,48 @@ from kbroker.broker import TopicError
 from kbroker.log.config import LogConfig
 
 INVALID_CONFIG = 40
+_INT_RANGE = (-(2**31), 2**31 - 1)
+_LONG_RANGE = (-(2**63), 2**63 - 1)
 
 
-def _int(text: str) -> int:
-    return int(text)
+def _integer(minimum: int, bounds: tuple[int, int], kind: str) -> Callable[[str], int]:
+    """A parser with Kafka's ConfigDef checks: a number of the type, then `atLeast(minimum)`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"Not a number of type {kind}") from None
+        if not bounds[0] <= value <= bounds[1]:
+            raise ValueError(f"Not a number of type {kind}")
+        if value < minimum:
+            raise ValueError(f"Value must be at least {minimum}")
+        return value
+
+    return parse
+
+
+def _int(minimum: int) -> Callable[[str], int]:
+    return _integer(minimum, _INT_RANGE, "INT")
+
+
+def _long(minimum: int) -> Callable[[str], int]:
+    return _integer(minimum, _LONG_RANGE, "LONG")
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"String must be one of: {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    if text.strip().lower() not in ("true", "false"):
+        raise ValueError("Expected value to be either true or false")
+    return text.strip().lower() == "true"
 
 
 def _policy(text: str) -> str:
@@ -23,37 +61,50 @@ def _policy(text: str) -> str:
     return ",".join(sorted(parts))
 
 
-def _timestamp_type(text: str) -> str:
-    if text not in ("CreateTime", "LogAppendTime"):
-        raise ValueError("must be CreateTime or LogAppendTime")
-    return text
-
-
 @dataclass(frozen=True)
 class TopicConfig:
     name: str
     broker_synonym: str          # the broker property that supplies the default
     parse: Callable[[str], object]
     log_field: str | None        # the LogConfig field it sets, if the log uses it
+    config_type: str = "STRING"  # Kafka's ConfigDef type, reported by DescribeConfigs v3+
+    doc: str = ""                # DescribeConfigs documentation (v3+)
 
 
 TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
-    TopicConfig("cleanup.policy", "log.cleanup.policy", _policy, "cleanup_policy"),
-    TopicConfig("retention.ms", "log.retention.ms", _int, "retention_ms"),
-    TopicConfig("retention.bytes", "log.retention.bytes", _int, "retention_bytes"),
-    TopicConfig("segment.bytes", "log.segment.bytes", _int, "segment_bytes"),
-    TopicConfig("segment.ms", "log.roll.ms", _int, "segment_ms"),
-    TopicConfig("segment.index.bytes", "log.index.size.max.bytes", _int, "max_index_size"),
-    TopicConfig("index.interval.bytes", "log.index.interval.bytes", _int, "index_interval_bytes"),
-    TopicConfig("max.message.bytes", "message.max.bytes", _int, "max_message_bytes"),
-    TopicConfig("message.timestamp.type", "log.message.timestamp.type", _timestamp_type,
-                "message_timestamp_type"),
-    TopicConfig("flush.messages", "log.flush.interval.messages", _int, "flush_interval_messages"),
-    TopicConfig("flush.ms", "log.flush.interval.ms", _int, "flush_interval_ms"),
-    TopicConfig("min.insync.replicas", "min.insync.replicas", _int, None),
-    TopicConfig("compression.type", "compression.type", str, None),
-    TopicConfig("delete.retention.ms", "log.cleaner.delete.retention.ms", _int, None),
-    TopicConfig("unclean.leader.election.enable", "unclean.leader.election.enable", str, None),
+    TopicConfig("cleanup.policy", "log.cleanup.policy", _policy, "cleanup_policy", "LIST",
+                "delete: old segments are removed by time or size; compact: only the latest record per key "
+                "is kept; or both."),
+    TopicConfig("retention.ms", "log.retention.ms", _long(-1), "retention_ms", "LONG",
+                "How long a segment is kept before it is deleted (policy delete); -1: no time limit."),
+    TopicConfig("retention.bytes", "log.retention.bytes", _long(-1), "retention_bytes", "LONG",
+                "The size a partition may grow to before old segments are deleted; -1: no size limit."),
+    TopicConfig("segment.bytes", "log.segment.bytes", _int(14), "segment_bytes", "INT",
+                "The size of one segment file; retention and compaction work a whole segment at a time."),
+    TopicConfig("segment.ms", "log.roll.ms", _long(1), "segment_ms", "LONG",
+                "The age after which the active segment is rolled even if it is not full."),
+    TopicConfig("segment.index.bytes", "log.index.size.max.bytes", _int(4), "max_index_size", "INT",
+                "The size of a segment's offset index (and the cap of its time index)."),
+    TopicConfig("index.interval.bytes", "log.index.interval.bytes", _int(0), "index_interval_bytes", "INT",
+                "How many bytes of records lie between two offset index entries."),
+    TopicConfig("max.message.bytes", "message.max.bytes", _int(0), "max_message_bytes", "INT",
+                "The largest record batch the topic accepts, after compression."),
+    TopicConfig("message.timestamp.type", "log.message.timestamp.type", _one_of("CreateTime", "LogAppendTime"),
+                "message_timestamp_type", "STRING",
+                "CreateTime: records keep the producer's timestamp; LogAppendTime: the broker stamps them."),
+    TopicConfig("flush.messages", "log.flush.interval.messages", _long(1), "flush_interval_messages", "LONG",
+                "Force an fsync after this many records; by default flushing is left to the OS."),
+    TopicConfig("flush.ms", "log.flush.interval.ms", _long(0), "flush_interval_ms", "LONG",
+                "Force an fsync when the oldest unflushed record is this old; by default left to the OS."),
+    TopicConfig("min.insync.replicas", "min.insync.replicas", _int(1), None, "INT",
+                "The fewest in-sync replicas an acks=all produce needs."),
+    TopicConfig("compression.type", "compression.type",
+                _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), None, "STRING",
+                "The topic's compression codec; producer: keep what the producer sent."),
+    TopicConfig("delete.retention.ms", "log.cleaner.delete.retention.ms", _long(0), None, "LONG",
+                "How long compaction keeps delete markers (tombstones)."),
+    TopicConfig("unclean.leader.election.enable", "unclean.leader.election.enable", _bool, None, "BOOLEAN",
+                "Whether a replica outside the ISR may become leader, at the risk of losing data."),
 )}
 
 
@@ -68,6 +119,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
             known.parse(value)
         except ValueError as error:
             raise TopicError(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {error}") from None
+    try:  # the log's own limits, so a value accepted here can never fail when the log applies it
+        apply_topic_configs(LogConfig(), configs)
+    except ValueError as error:
+        raise TopicError(INVALID_CONFIG, str(error)) from None
 
 
 def apply_topic_configs(defaults: LogConfig, configs: Mapping[str, str]) -> LogConfig:

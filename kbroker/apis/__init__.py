@@ -2,8 +2,11 @@
 
 from kbroker.apis import (  # noqa: F401 - imported for their @handles registrations
     api_versions,
+    configs,
+    delete_records,
     fetch,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producers,

@@ -1,0 +1,364 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): topics and the broker.
+
+Topic configs are the ones in kbroker.topic_configs; an unset one takes its value from a broker
+property, and DescribeConfigs reports where each value comes from and its synonyms in the order
+Kafka's ConfigHelper lists them: the topic override, then the broker property as set in
+server.properties (STATIC_BROKER_CONFIG), then its default (DEFAULT_CONFIG).
+
+kbroker has no dynamic broker configs: its properties come from server.properties and
+`--override` only. So every BROKER entry is read-only, the cluster-default resource (empty
+name) describes as empty, and altering a BROKER resource gets INVALID_REQUEST "Cannot update
+these configs dynamically: ...", which is Kafka's answer for a static, read-only broker config.
+Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) get INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker, TopicError, topic_name_problem
+from kbroker.config import PROPERTIES, BrokerConfig, property_type
+from kbroker.log.config import LONG_MAX, LogConfig
+from kbroker.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_topic_configs
+from wire import messages
+from wire.errors import ErrorCode
+
+TOPIC, BROKER = 2, 4
+RESOURCE_TYPES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource ids."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigType ids (v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class OpType(IntEnum):
+    """IncrementalAlterConfigs' config_operation."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class ConfigRequestError(Exception):
+    """One resource's failure: Kafka's error code and message for it."""
+
+    def __init__(self, error_code: int, message: str | None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass
+class Entry:
+    """One described config, before it is shaped for the response version."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    config_type: int
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+    doc: str | None = None
+
+
+# Broker properties that are one setting in several units, in Kafka's order
+# (DynamicBrokerConfig.brokerConfigSynonyms): the finer unit wins.
+_UNIT_SYNONYMS: dict[str, tuple[str, ...]] = {}
+for _group in (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+               ("log.roll.ms", "log.roll.hours")):
+    _UNIT_SYNONYMS.update(dict.fromkeys(_group, _group))
+
+
+def as_text(value: object) -> str | None:
+    """A config value as Kafka prints it (ConfigDef.convertToString)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def broker_synonyms(config: BrokerConfig, name: str) -> list[tuple[str, str | None, int]]:
+    """Where broker property `name` gets its value, as Kafka's ConfigHelper.configSynonyms lists
+    it: every unit synonym set in server.properties, then every one with a default; the list
+    then starts at the first entry named `name` (so log.retention.ms, with no default of its
+    own, lists nothing unless it is set itself, exactly as Kafka reports it)."""
+    names = _UNIT_SYNONYMS.get(name, (name,))
+    found = [(n, as_text(config.values.get(n)), int(ConfigSource.STATIC_BROKER_CONFIG))
+             for n in names if n in config.explicit]
+    found += [(n, as_text(PROPERTIES[n].default), int(ConfigSource.DEFAULT_CONFIG))
+              for n in names if n in PROPERTIES and PROPERTIES[n].default is not None]
+    while found and found[0][0] != name:
+        found.pop(0)
+    return found
+
+
+def topic_default(broker: Broker, defaults: LogConfig, config: TopicConfig) -> str | None:
+    """The value a topic without an override gets, from the broker's properties."""
+    if config.log_field is not None:
+        value = getattr(defaults, config.log_field)
+        if value is None and config.log_field == "flush_interval_ms":
+            value = LONG_MAX  # Kafka's "never"
+        return as_text(value)
+    return as_text(broker.config.values.get(config.broker_synonym))
+
+
+# --- DescribeConfigs ---------------------------------------------------------------------
+
+
+def _describe_topic(broker: Broker, name: str) -> list[Entry]:
+    problem = topic_name_problem(name)
+    if problem:
+        raise ConfigRequestError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    topic = broker.topics.get(name)
+    if topic is None:
+        raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka sends no message
+    defaults = broker.default_log_config()
+    entries = []
+    for config in TOPIC_CONFIGS.values():
+        synonyms = broker_synonyms(broker.config, config.broker_synonym)
+        if config.name in topic.configs:
+            value = topic.configs[config.name]
+            synonyms.insert(0, (config.name, value, int(ConfigSource.DYNAMIC_TOPIC_CONFIG)))
+        else:
+            value = topic_default(broker, defaults, config)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(Entry(config.name, value, source, False, ConfigType[config.config_type], synonyms,
+                             config.doc or None))
+    return entries
+
+
+def parse_node_id(name: str, what: str = "Broker id") -> int:
+    """A resource name as Java's Integer.parseInt reads it, or Kafka's INVALID_REQUEST."""
+    if not _JAVA_INT.fullmatch(name) or not -(2**31) <= int(name) < 2**31:
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"{what} must be an integer, but it is: {name}")
+    return int(name)
+
+
+def _describe_broker(broker: Broker, name: str) -> list[Entry]:
+    if not name:
+        return []  # the cluster-wide dynamic defaults: kbroker has none
+    if parse_node_id(name) != broker.node_id:
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} "
+                                                            f"or empty string, but received {name}")
+    entries = []
+    for prop_name in PROPERTIES:
+        synonyms = broker_synonyms(broker.config, prop_name)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(Entry(prop_name, as_text(broker.config.values.get(prop_name)), source, True,
+                             ConfigType[property_type(prop_name)], synonyms))
+    return entries
+
+
+def _describe(broker: Broker, resource_type: int, name: str) -> list[Entry]:
+    if resource_type == TOPIC:
+        return _describe_topic(broker, name)
+    if resource_type == BROKER:
+        return _describe_broker(broker, name)
+    raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
+                             f"Unsupported resource type: {RESOURCE_TYPES.get(resource_type, 'UNKNOWN')}")
+
+
+def _shape(entry: Entry, version: int, include_synonyms: bool, include_documentation: bool):
+    """The entry as the response version carries it (config_type and documentation from v3)."""
+    R = messages.DescribeConfigsResponse
+    result = R.DescribeConfigsResourceResult(name=entry.name, value=entry.value, read_only=entry.read_only,
+                                             config_source=int(entry.source), is_sensitive=False)
+    if include_synonyms:
+        result.synonyms = [R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in entry.synonyms]
+    if version >= 3:
+        result.config_type = int(entry.config_type)
+        result.documentation = entry.doc if include_documentation else None
+    return result
+
+
+@handles(32)
+async def describe_configs(broker: Broker, header, request):
+    R = messages.DescribeConfigsResponse
+    version = header.request_api_version
+    results = []
+    for resource in request.resources:
+        result = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=resource.resource_type,
+                                         resource_name=resource.resource_name, configs=[])
+        try:
+            entries = _describe(broker, resource.resource_type, resource.resource_name)
+        except ConfigRequestError as error:
+            result.error_code, result.error_message = error.error_code, error.message
+            results.append(result)
+            continue
+        wanted = resource.configuration_keys
+        result.configs = [_shape(e, version, request.include_synonyms, request.include_documentation)
+                          for e in entries if not wanted or e.name in wanted]
+        results.append(result)
+    return R(throttle_time_ms=0, results=results)
+
+
+# --- AlterConfigs and IncrementalAlterConfigs ---------------------------------------------
+
+
+def _check_request_shape(resource, null_allowed: Callable[[object], bool]) -> None:
+    """Kafka's ConfigAdminManager.preprocess checks, made before anything else."""
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs if c.value is None and not null_allowed(c)]
+    if nulls:
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+
+
+def _alter_broker(broker: Broker, name: str, keys: list[str]) -> None:
+    if name:
+        node_id = parse_node_id(name, "Node id")
+        if node_id != broker.node_id:
+            raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
+                                     f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    if keys:
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
+                                 f"Cannot update these configs dynamically: Set({', '.join(keys)})")
+
+
+def _alter_topic(broker: Broker, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                 validate_only: bool) -> None:
+    """Compute, validate (as Kafka's controller does: configs first, then the topic's existence)
+    and, unless validate_only, store the topic's new override set."""
+    problem = topic_name_problem(name)
+    if problem:
+        raise ConfigRequestError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    topic = broker.topics.get(name)
+    new = change(dict(topic.configs) if topic else {})
+    try:
+        validate_topic_configs(new)
+    except TopicError as error:
+        raise ConfigRequestError(error.error_code, str(error)) from None
+    if topic is None:
+        raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+    if not validate_only:
+        broker.set_topic_configs(name, new)
+
+
+def _duplicated(resources: Iterable) -> set[tuple[int, str]]:
+    seen: set[tuple[int, str]] = set()
+    twice: set[tuple[int, str]] = set()
+    for resource in resources:
+        key = (resource.resource_type, resource.resource_name)
+        (twice if key in seen else seen).add(key)
+    return twice
+
+
+def _alter_all(broker: Broker, request, response_class, alter_one: Callable[[object], None]):
+    """Run `alter_one` per resource; each resource succeeds or fails on its own, as in Kafka."""
+    duplicated = _duplicated(request.resources)
+    responses = []
+    for resource in request.resources:
+        error_code, message = ErrorCode.NONE, None
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicated:
+                raise ConfigRequestError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            alter_one(resource)
+        except ConfigRequestError as error:
+            error_code, message = error.error_code, error.message
+        responses.append(response_class.AlterConfigsResourceResponse(
+            error_code=error_code, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name))
+    return response_class(throttle_time_ms=0, responses=responses)
+
+
+def _unknown_type(resource) -> ConfigRequestError:
+    return ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
+
+
+@handles(33)
+async def alter_configs(broker: Broker, header, request):
+    """The legacy API: the given configs replace the resource's whole override set."""
+
+    def alter_one(resource) -> None:
+        _check_request_shape(resource, lambda config: False)
+        if resource.resource_type == BROKER:
+            _alter_broker(broker, resource.resource_name, [c.name for c in resource.configs])
+        elif resource.resource_type == TOPIC:
+            replacement = {c.name: c.value for c in resource.configs}
+            _alter_topic(broker, resource.resource_name, lambda current: replacement, request.validate_only)
+        else:
+            raise _unknown_type(resource)
+
+    return _alter_all(broker, request, messages.AlterConfigsResponse, alter_one)
+
+
+def _list_parts(value: str | None) -> list[str]:
+    return [part for part in (value or "").split(",") if part]
+
+
+def _apply_ops(broker: Broker, current: dict[str, str], ops) -> dict[str, str]:
+    """SET/DELETE/APPEND/SUBTRACT applied in order, as Kafka's ConfigurationControlManager does.
+    APPEND/SUBTRACT start from the current value, or the topic's effective default when unset
+    (Kafka starts from the topic config's static default; kbroker's honours log.cleanup.policy)."""
+    new = dict(current)
+    defaults = broker.default_log_config()
+    for op in ops:
+        if op.config_operation == OpType.SET:
+            new[op.name] = op.value
+        elif op.config_operation == OpType.DELETE:
+            new.pop(op.name, None)
+        else:
+            kind = OpType(op.config_operation).name
+            known = TOPIC_CONFIGS.get(op.name)
+            if known is None or known.config_type != "LIST":
+                raise ConfigRequestError(ErrorCode.INVALID_CONFIG,
+                                         f"Can't {kind} to key {op.name} because its type is not LIST.")
+            parts = _list_parts(new[op.name] if op.name in new else topic_default(broker, defaults, known))
+            for item in op.value.split(","):
+                if op.config_operation == OpType.APPEND and item not in parts:
+                    parts.append(item)
+                elif op.config_operation == OpType.SUBTRACT and item in parts:
+                    parts.remove(item)
+            new[op.name] = ",".join(parts)
+    return new
+
+
+@handles(44)
+async def incremental_alter_configs(broker: Broker, header, request):
+    """Per-key operations on the resource's override set; keys not named stay as they are."""
+
+    def alter_one(resource) -> None:
+        _check_request_shape(resource, lambda config: config.config_operation == OpType.DELETE)
+        for op in resource.configs:
+            if op.config_operation not in set(OpType):
+                raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.config_operation}")
+        if resource.resource_type == BROKER:
+            _alter_broker(broker, resource.resource_name, [c.name for c in resource.configs])
+        elif resource.resource_type == TOPIC:
+            _alter_topic(broker, resource.resource_name, lambda current: _apply_ops(broker, current, resource.configs),
+                         request.validate_only)
+        else:
+            raise _unknown_type(resource)
+
+    return _alter_all(broker, request, messages.IncrementalAlterConfigsResponse, alter_one)
