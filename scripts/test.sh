@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(kcat)   # zookeeper and a JDK arrive with the cluster and Java-client tests
+APT_PACKAGES=(kcat)   # zookeeper arrives with the cluster tests
+if ! command -v javac >/dev/null 2>&1; then
+    APT_PACKAGES+=(openjdk-17-jdk-headless)   # compiles and runs compat-tests/java/KafkaHarness.java
+fi
 if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq

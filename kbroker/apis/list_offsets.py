@@ -19,7 +19,7 @@ def _lookup(log, timestamp: int) -> tuple[int, int]:
         return -1, log.log_start_offset
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
-        return found if found is not None else (-1, -1)
+        return (found.timestamp, found.offset) if found is not None else (-1, -1)
     found = log.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1

@@ -89,3 +89,18 @@ def test_metadata_auto_creates_a_requested_topic(client, kafka_broker):
 def test_metadata_for_an_invalid_topic_name_is_an_error(client):
     request = messages.MetadataRequest(topics=[messages.MetadataRequest.MetadataRequestTopic(name="a/b")])
     assert client.call(METADATA, 12, request).topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_list_offsets_max_timestamp_answers_the_offset_of_the_largest_timestamp(client, kafka_broker):
+    from wire.records import Record, build_batch
+
+    kafka_broker.broker.create_topic("maxts", 1)
+    P = messages.ProduceRequest
+    batch = build_batch([Record(i, ts, None, b"v", []) for i, ts in enumerate([10, 50, 20])])
+    client.call(0, 9, P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name="maxts", partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
+    L = messages.ListOffsetsRequest
+    request = L(replica_id=-1, topics=[L.ListOffsetsTopic(name="maxts", partitions=[
+        L.ListOffsetsPartition(partition_index=0, timestamp=-3)])])
+    answer = client.call(2, 9, request).topics[0].partitions[0]
+    assert (answer.offset, answer.timestamp) == (1, 50)

@@ -1,0 +1,289 @@
+"""The official Java kafka-clients (3.9.1) against the broker under test.
+
+The client jars come from the PyPI wheel `shigawire-apache-flink-libraries` (pyflink/lib/), and
+compat-tests/java/KafkaHarness.java is compiled with javac once per session. Each harness call
+is one short JVM printing JSON lines, so tests batch their work into as few calls as they can.
+The calls cover what Spark's Kafka connector relies on: AdminClient topic descriptions and
+listOffsets, consumer assign/seek/poll without a group, and the (idempotent) producer.
+
+Without a JDK or the wheel these tests skip locally and fail under CI (CI set in the env).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+HARNESS_SOURCE = Path(__file__).parent / "java" / "KafkaHarness.java"
+WHEEL = "shigawire-apache-flink-libraries"
+CLIENT_JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")  # startup over peak speed
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+BASE_TIMESTAMP = 1_700_000_000_000  # KafkaHarness.BASE_TIMESTAMP: record i carries BASE + 1000 * i
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _unavailable(message: str):
+    """Missing prerequisites fail the run in CI (so the suite cannot pass vacuously), else skip."""
+    if _in_ci():
+        pytest.fail(f"{message} (CI is set, so this is a failure rather than a skip)", pytrace=False)
+    pytest.skip(message)
+
+
+def _client_jar_dir() -> Path | None:
+    spec = importlib.util.find_spec("pyflink")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        lib = Path(location) / "lib"
+        if (lib / "kafka-clients.jar").is_file():
+            return lib
+    return None
+
+
+def _kafka_clients_version(jar: Path) -> str:
+    with zipfile.ZipFile(jar) as archive:
+        text = archive.read("kafka/kafka-version.properties").decode()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line).get("version", "?")
+
+
+class HarnessError(AssertionError):
+    """A harness call exited non-zero; `error` is its {"type": "error"} line, if it printed one."""
+
+    def __init__(self, message: str, error: dict | None) -> None:
+        super().__init__(message)
+        self.error = error or {}
+
+
+@dataclass
+class JavaHarness:
+    java: str
+    classpath: str
+    kafka_version: str
+
+    def run(self, *args: object, timeout: float = 60) -> list[dict]:
+        command = [self.java, *JVM_OPTIONS, "-cp", self.classpath, "KafkaHarness", *map(str, args)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0:
+            errors = [line for line in lines if line.get("type") == "error"]
+            stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("SLF4J"))
+            raise HarnessError(
+                f"kafka-clients {self.kafka_version} `{' '.join(map(str, args))}` exited {done.returncode}: "
+                f"{errors[-1] if errors else done.stdout[-2000:]}\n{stderr[-2000:]}",
+                errors[-1] if errors else None)
+        return lines
+
+
+@pytest.fixture(scope="session")
+def java(tmp_path_factory: pytest.TempPathFactory) -> JavaHarness:
+    javac, java_binary = shutil.which("javac"), shutil.which("java")
+    if javac is None or java_binary is None:
+        _unavailable("no JDK on PATH (javac/java): install openjdk-17-jdk-headless (scripts/test.sh does)")
+    jar_dir = _client_jar_dir()
+    if jar_dir is None:
+        _unavailable(f"pyflink/lib/kafka-clients.jar not found: pip install {WHEEL} (a `test` extra)")
+    missing = [name for name in CLIENT_JARS if not (jar_dir / name).is_file()]
+    if missing:
+        _unavailable(f"{WHEEL} lacks {missing} in {jar_dir}")
+    jars = [str(jar_dir / name) for name in CLIENT_JARS]
+    classes = tmp_path_factory.mktemp("java-harness")
+    compiled = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(jars), str(HARNESS_SOURCE)],
+                              capture_output=True, text=True, timeout=120, check=False)
+    if compiled.returncode != 0:
+        pytest.fail(f"javac failed on {HARNESS_SOURCE.name}:\n{compiled.stdout}{compiled.stderr}", pytrace=False)
+    return JavaHarness(java_binary, os.pathsep.join([str(classes), *jars]),
+                       _kafka_clients_version(jar_dir / "kafka-clients.jar"))
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _bytes(encoded: str | None) -> bytes | None:
+    return None if encoded is None else base64.b64decode(encoded)
+
+
+def _record(line: dict) -> tuple:
+    """(key, value, headers, timestamp) of a harness line, with bytes decoded."""
+    headers = [(name, _bytes(value)) for name, value in line["headers"]]
+    return _bytes(line["key"]), _bytes(line["value"]), headers, line.get("sent_timestamp", line.get("timestamp"))
+
+
+def _of_type(lines: list[dict], kind: str) -> list[dict]:
+    return [line for line in lines if line["type"] == kind]
+
+
+def _confluent_produce(bootstrap: str, topic: str, records: list[dict], **config) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    failures = []
+    for record in records:
+        producer.produce(topic, on_delivery=lambda err, msg: err and failures.append(err), **record)
+    assert producer.flush(20) == 0
+    assert failures == []
+
+
+def _confluent_consume(bootstrap: str, topic: str, partition: int, count: int, timeout: float = 20) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    received = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(received) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                raise AssertionError(message.error())
+            received.append(message)
+    finally:
+        consumer.close()
+    return received
+
+
+def _topic_partitions(bootstrap: str, topic: str) -> list[int] | None:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    found = metadata.topics.get(topic)
+    return None if found is None or found.error is not None else sorted(found.partitions)
+
+
+# ---- producer and consumer ------------------------------------------------------------------
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_java_records_round_trip_with_keys_headers_and_timestamps(java, bootstrap, new_topic, codec):
+    lines = java.run("produce", bootstrap, new_topic, 1, 30, codec,
+                     "--", "consume-assign", bootstrap, new_topic, 1, "earliest", 30)
+    produced, consumed = _of_type(lines, "record_metadata"), _of_type(lines, "record")
+    assert [(m["partition"], m["offset"], m["timestamp"]) for m in produced] == [
+        (1, i, BASE_TIMESTAMP + 1000 * i) for i in range(30)]
+    assert [_record(r) for r in consumed] == [_record(m) for m in produced]
+    assert [r["offset"] for r in consumed] == list(range(30))
+    assert {r["timestamp_type"] for r in consumed} == {"CreateTime"}
+    assert _of_type(lines, "end")[0]["position"] == 30
+
+
+def test_producer_with_acks_1_skips_idempotence_and_still_delivers(java, bootstrap, new_topic):
+    produced = _of_type(java.run("produce", bootstrap, new_topic, 0, 10, "none", "1"), "record_metadata")
+    assert [m["offset"] for m in produced] == list(range(10))
+    assert [m.value() for m in _confluent_consume(bootstrap, new_topic, 0, 10)] == [
+        _record(m)[1] for m in produced]
+
+
+def test_consumer_seeks_to_an_explicit_offset(java, bootstrap, new_topic):
+    _confluent_produce(bootstrap, new_topic, [{"value": f"v{i}".encode(), "partition": 2} for i in range(20)])
+    lines = java.run("consume-assign", bootstrap, new_topic, 2, 12, 5)
+    assert _of_type(lines, "start")[0]["position"] == 12
+    consumed = _of_type(lines, "record")
+    assert [(r["offset"], _bytes(r["value"])) for r in consumed] == [(i, f"v{i}".encode()) for i in range(12, 17)]
+
+
+def test_consumer_seek_to_end_lands_on_the_log_end_offset(java, bootstrap, new_topic):
+    _confluent_produce(bootstrap, new_topic, [{"value": b"x", "partition": 0} for _ in range(7)])
+    lines = java.run("consume-assign", bootstrap, new_topic, 0, "latest", 0)
+    assert _of_type(lines, "start")[0]["position"] == 7
+    assert _of_type(lines, "end")[0] == {"type": "end", "received": 0, "position": 7}
+
+
+# ---- cross-client ---------------------------------------------------------------------------
+
+def test_records_produced_by_java_are_read_identically_by_confluent_kafka(java, bootstrap, new_topic):
+    produced = _of_type(java.run("produce", bootstrap, new_topic, 0, 25), "record_metadata")
+    received = _confluent_consume(bootstrap, new_topic, 0, 25)
+    assert [(m.key(), m.value(), m.headers() or [], m.timestamp()[1]) for m in received] == [
+        _record(m) for m in produced]
+    assert [m.offset() for m in received] == [m["offset"] for m in produced]
+
+
+def test_records_produced_by_confluent_kafka_are_read_identically_by_java(java, bootstrap, new_topic):
+    records = [{"key": None if i % 6 == 5 else f"ck{i}".encode(),
+                "value": None if i % 6 == 3 else bytes([i, 0, 255]) + f"cv{i}".encode() * (i % 3 + 1),
+                "headers": [("a", f"{i}".encode()), ("nul", None), ("a", b"\x00\xfe")],
+                "timestamp": BASE_TIMESTAMP + 7 * i, "partition": 2}
+               for i in range(25)]
+    _confluent_produce(bootstrap, new_topic, records)
+    consumed = _of_type(java.run("consume-assign", bootstrap, new_topic, 2, "earliest", 25), "record")
+    assert [_record(r) for r in consumed] == [
+        (r["key"], r["value"], r["headers"], r["timestamp"]) for r in records]
+    assert [r["offset"] for r in consumed] == list(range(25))
+
+
+# ---- AdminClient.listOffsets ----------------------------------------------------------------
+
+# Offset 6 holds the largest timestamp, so max-timestamp is not merely the last record.
+OFFSET_TIMESTAMPS = [BASE_TIMESTAMP + 1000 * t for t in (0, 10, 20, 30, 40, 50, 500, 60, 70, 80)]
+OFFSET_SPECS = {"earliest": "earliest", "latest": "latest",
+                "between": f"timestamp:{BASE_TIMESTAMP + 25_000}",
+                "exact": f"timestamp:{BASE_TIMESTAMP + 40_000}",
+                "beyond": f"timestamp:{BASE_TIMESTAMP + 900_000}",
+                "max": "max-timestamp"}
+
+
+@pytest.fixture(scope="module")
+def listed_offsets(java, bootstrap) -> dict[str, dict]:
+    """One harness call answering every OFFSET_SPECS query for partition 1 of a fresh topic."""
+    topic = f"compat-offsets-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(15)
+    _confluent_produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 1, "timestamp": ts}
+                                          for i, ts in enumerate(OFFSET_TIMESTAMPS)])
+    lines = java.run("list-offsets", bootstrap, topic, 1, *OFFSET_SPECS.values())
+    by_spec = {line["spec"]: line for line in _of_type(lines, "offset")}
+    return {name: by_spec[spec] for name, spec in OFFSET_SPECS.items()}
+
+
+def test_list_offsets_earliest(listed_offsets):
+    assert listed_offsets["earliest"]["offset"] == 0
+
+
+def test_list_offsets_latest_is_the_log_end_offset(listed_offsets):
+    assert listed_offsets["latest"]["offset"] == len(OFFSET_TIMESTAMPS)
+
+
+def test_list_offsets_for_timestamp_finds_the_first_record_at_or_after(listed_offsets):
+    assert (listed_offsets["between"]["offset"], listed_offsets["between"]["timestamp"]) == (3, OFFSET_TIMESTAMPS[3])
+    assert (listed_offsets["exact"]["offset"], listed_offsets["exact"]["timestamp"]) == (4, OFFSET_TIMESTAMPS[4])
+
+
+def test_list_offsets_for_timestamp_after_every_record_finds_nothing(listed_offsets):
+    assert listed_offsets["beyond"]["offset"] == -1
+
+
+def test_list_offsets_max_timestamp_finds_the_record_with_the_largest_timestamp(listed_offsets):
+    assert (listed_offsets["max"]["offset"], listed_offsets["max"]["timestamp"]) == (6, OFFSET_TIMESTAMPS[6])
+
+
+# ---- AdminClient topics ---------------------------------------------------------------------
+
+def test_describe_topics_reports_partitions_leaders_replicas_isr_and_topic_id(java, bootstrap, new_topic):
+    (broker_id,) = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers
+    (description,) = _of_type(java.run("admin-describe", bootstrap, new_topic), "topic_description")
+    assert (description["topic"], description["internal"]) == (new_topic, False)
+    assert description["topic_id"] not in ("AAAAAAAAAAAAAAAAAAAAAA", "")  # Uuid.ZERO_UUID
+    assert description["partitions"] == [
+        {"partition": p, "leader": broker_id, "replicas": [broker_id], "isr": [broker_id]} for p in range(3)]
+
+
+def test_create_topics(java, bootstrap, topic_name):
+    (created,) = _of_type(java.run("admin-create", bootstrap, topic_name, 4), "created")
+    assert (created["partitions"], created["replication_factor"]) == (4, 1)
+    assert created["topic_id"] != "AAAAAAAAAAAAAAAAAAAAAA"
+    assert _topic_partitions(bootstrap, topic_name) == [0, 1, 2, 3]
+
+
+def test_delete_topics(java, bootstrap, new_topic):
+    assert _of_type(java.run("admin-delete", bootstrap, new_topic), "deleted") == [
+        {"type": "deleted", "topic": new_topic}]
+    assert _topic_partitions(bootstrap, new_topic) is None
