@@ -13,12 +13,16 @@ from wire.exceptions import CorruptRecordError
 __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSnapshotError",
     "InconsistentMetadataError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "LogDirLockedError",
     "LogError",
     "LogSegmentOffsetOverflowError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "UnsupportedMessageFormatError",
@@ -81,5 +85,35 @@ class LogDirLockedError(LogError):
 
 class InconsistentMetadataError(LogError):
     """`meta.properties` disagrees with this broker (broker.id) or across log dirs (cluster.id)."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class InvalidProducerEpochError(LogError):
+    """A batch's producer epoch is below the one stored for its producer id (a zombie).
+
+    Kafka (since 2.7) answers a produce request with INVALID_PRODUCER_EPOCH here rather than
+    PRODUCER_FENCED, so the client may abort and retry instead of treating it as fatal.
+    """
+
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class OutOfOrderSequenceError(LogError):
+    """A batch's first sequence does not follow the producer's last one (a gap or a reorder),
+    or a new epoch does not start at sequence 0."""
+
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidTxnStateError(LogError):
+    """A non-transactional batch from a producer whose transaction is still open."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class CorruptSnapshotError(LogError):
+    """A `.snapshot` producer-state file fails its version, length or CRC check; the loader
+    deletes it and falls back to an older snapshot or the log itself."""
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -7,6 +7,7 @@ becomes the log end offset. Otherwise every segment holding offsets at or after 
 recovery point (from `recovery-point-offset-checkpoint`, 0 when unknown) is re-validated
 batch by batch; the first bad batch ends the log, later segments are deleted, indexes are
 rebuilt. A segment whose index is missing or fails its sanity check is rebuilt either way.
+The same directory scan lists the `.snapshot` producer-state files for the log to load.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbroker.log.config import LogConfig
+from kbroker.log.producer_state import parse_snapshot_name
 from kbroker.log.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from wire.exceptions import DecodeError
 
@@ -34,11 +36,14 @@ class LoadedLog:
     recovery_point: int
     log_start_offset: int
     truncated_bytes: int
+    snapshot_offsets: list[int]
 
 
-def _scan_directory(directory: Path) -> list[int]:
-    """Base offsets of the `.log` files; removes leftovers of interrupted deletes and orphan indexes."""
+def _scan_directory(directory: Path) -> tuple[list[int], list[int]]:
+    """Base offsets of the `.log` files and offsets of the `.snapshot` files; removes leftovers
+    of interrupted deletes and orphan indexes."""
     bases: set[int] = set()
+    snapshots: list[int] = []
     orphans: list[tuple[int, Path]] = []
     for path in directory.iterdir():
         if path.name.endswith(_LEFTOVER_SUFFIXES):
@@ -46,6 +51,9 @@ def _scan_directory(directory: Path) -> list[int]:
             continue
         match = _SEGMENT_FILE.match(path.name)
         if match is None:
+            snapshot = parse_snapshot_name(path.name)
+            if snapshot is not None:
+                snapshots.append(snapshot)
             continue
         base = int(match.group(1))
         if match.group(2) == LOG_SUFFIX:
@@ -55,7 +63,7 @@ def _scan_directory(directory: Path) -> list[int]:
     for base, path in orphans:
         if base not in bases:
             path.unlink(missing_ok=True)
-    return sorted(bases)
+    return sorted(bases), sorted(snapshots)
 
 
 def _open_segment(directory: Path, base: int, config: LogConfig, now_ms: int) -> LogSegment:
@@ -99,7 +107,8 @@ def load_segments(
 ) -> LoadedLog:
     """Open (creating if needed) a partition directory and bring it to a consistent state."""
     directory.mkdir(parents=True, exist_ok=True)
-    segments = [_open_segment(directory, base, config, now_ms) for base in _scan_directory(directory)]
+    bases, snapshots = _scan_directory(directory)
+    segments = [_open_segment(directory, base, config, now_ms) for base in bases]
     if not segments:
         segments = [_open_segment(directory, max(log_start_offset, 0), config, now_ms)]
     segments, truncated = _recover(segments, recovery_point, had_clean_shutdown)
@@ -116,7 +125,7 @@ def load_segments(
     else:
         recovery_point = min(recovery_point, log_end_offset)
     log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
-    return LoadedLog(segments, log_end_offset, recovery_point, log_start_offset, truncated)
+    return LoadedLog(segments, log_end_offset, recovery_point, log_start_offset, truncated, snapshots)
 
 
 def segment_file_names(base_offset: int) -> tuple[str, str, str]:

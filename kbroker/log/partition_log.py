@@ -7,6 +7,12 @@ FileSlice for sendfile. Not thread-safe: one event loop (or one lock) owns a log
 Offsets kept here, as in Kafka's UnifiedLog: log start offset (first readable),
 log end offset (next to assign), high watermark (set by the caller; LEO on a single
 node), recovery point (everything below it is fsynced).
+
+Idempotent producers: a ProducerStateManager (kbroker.log.producer_state) checks every
+produced batch's producer id, epoch and sequence before anything is written, answers a
+retried batch with its original offsets instead of writing it twice, and is snapshotted to
+`<offset>.snapshot` at each roll and at clean close. Opening the log loads the latest
+snapshot at or below the log end and replays only the batch headers after it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from kbroker.log.errors import (
 )
 from kbroker.log.file_slice import FileSlice
 from kbroker.log.loader import load_segments, segment_file_names
+from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
 from kbroker.log.segment import LogSegment
+from wire.exceptions import DecodeError
 from wire.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -71,6 +79,7 @@ class AppendInfo(NamedTuple):
     offset_of_max_timestamp: int  # last offset of the first batch holding max_timestamp
     log_start_offset: int
     valid_bytes: int
+    duplicate: bool = False  # a retried idempotent batch: nothing written, offsets are the original's
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -130,6 +139,9 @@ class PartitionLog:
         self._bound_cache: tuple[int, int, int] | None = None  # (offset bound, segment base, position)
         self._dir_dirty = False
         self._closed = False
+        self._producers = ProducerStateManager(self.dir, loaded.snapshot_offsets)
+        self._producers.remove_stray_snapshots(self._bases)
+        self._rebuild_producer_state(now, reload_from_clean_shutdown=had_clean_shutdown)
 
     # --- offsets ------------------------------------------------------------------------
 
@@ -162,6 +174,11 @@ class PartitionLog:
         """Bytes in all segments' `.log` files."""
         return sum(s.size for s in self._segments)
 
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producers seen on this partition (DescribeProducers reads it)."""
+        return self._producers
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped to [log start offset, log end offset]; returns the value kept."""
         self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
@@ -180,9 +197,12 @@ class PartitionLog:
         """The produce path: validate, assign offsets, stamp times, write, roll and flush.
 
         Raises CorruptRecordError, UnsupportedMessageFormatError (magic 0/1),
-        RecordTooLargeError, RecordBatchTooLargeError or InvalidRecordError; nothing is
-        written unless every batch passes. `coordinator=True` is Kafka's COORDINATOR origin
-        (group/transaction coordinators): control batches allowed, client-only rules skipped.
+        RecordTooLargeError, RecordBatchTooLargeError, InvalidRecordError, or the producer
+        state's InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError;
+        nothing is written unless every batch passes. A retried idempotent batch writes
+        nothing and returns the original offsets with `duplicate=True`. `coordinator=True`
+        is Kafka's COORDINATOR origin (group/transaction coordinators): control batches
+        allowed, client-only rules (sequences, duplicates) skipped.
         """
         self._check_open()
         now = _now_ms() if now_ms is None else now_ms
@@ -193,11 +213,32 @@ class PartitionLog:
             raise RecordBatchTooLargeError(
                 f"{len(buf)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
             )
+        producers = self._producers.prepare(
+            batches, self._leo, now if self.config.log_append_time else None, client=not coordinator
+        )
+        if producers.duplicate is not None:
+            return self._duplicate_info(producers.duplicate)
         segment = self._maybe_roll(len(buf), info, now)
         segment.append(buf, info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
         self._leo = info.last_offset + 1
+        self._producers.commit(producers, self._leo)
         self._maybe_flush(now)
         return info
+
+    def _duplicate_info(self, original: BatchMetadata) -> AppendInfo:
+        """Kafka's answer to a retried batch: its original offsets, and its timestamp as the
+        log append time (UnifiedLog sets logAppendTime = the cached batch's timestamp)."""
+        return AppendInfo(
+            first_offset=original.first_offset,
+            last_offset=original.last_offset,
+            log_append_time=original.timestamp,
+            max_timestamp=original.timestamp,
+            record_count=0,
+            offset_of_max_timestamp=original.last_offset,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=0,
+            duplicate=True,
+        )
 
     def _validate_batches(self, buf: bytearray, coordinator: bool) -> list[BatchHeader]:
         """Headers of the batches in `buf`, each checked (structure, CRC, Kafka's client rules)."""
@@ -301,6 +342,9 @@ class PartitionLog:
         segment = self._new_segment(self._leo, now)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
+        # a snapshot at the new base lets recovery start from this segment (Kafka's roll)
+        self._producers.update_map_end_offset(segment.base_offset)
+        self._producers.take_snapshot()
         self._flush_upto(segment.base_offset, now)
         return segment
 
@@ -462,6 +506,7 @@ class PartitionLog:
             deleted += self._delete_retention_size_breached(now)
             deleted += self._delete_retention_ms_breached(now)
         self.purge_deleted(now)
+        self._producers.remove_expired(now)  # producer.id.expiration.ms, checked on this timer
         return deleted
 
     def _delete_log_start_breached(self, now_ms: int) -> int:
@@ -524,6 +569,7 @@ class PartitionLog:
         for segment in segments:
             segment.mark_deleted()
             self._pending_deletes.append((deadline, segment))
+            self._producers.delete_snapshot(segment.base_offset)
         self._dir_dirty = True
 
     def purge_deleted(self, now_ms: int | None = None, *, force: bool = False) -> int:
@@ -556,6 +602,7 @@ class PartitionLog:
         self.active_segment.truncate_to(offset, now)
         self._leo = self.active_segment.read_next_offset()
         self._after_truncation()
+        self._rebuild_producer_state(now)
         self.purge_deleted(now)
         return True
 
@@ -570,6 +617,7 @@ class PartitionLog:
         self._bases = [offset]
         self._leo = self._log_start_offset = self._recovery_point = self._high_watermark = offset
         self._after_truncation()
+        self._producers.truncate_fully_and_start_at(offset)
         self.purge_deleted(now)
 
     def _after_truncation(self) -> None:
@@ -577,6 +625,38 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self._leo)
         self._log_start_offset = min(self._log_start_offset, self._leo)
         self._high_watermark = min(self._high_watermark, self._leo)
+
+    # --- producer state -----------------------------------------------------------------
+
+    def _rebuild_producer_state(self, now_ms: int, *, reload_from_clean_shutdown: bool = False) -> None:
+        """Kafka's rebuildProducerState: latest snapshot at or below the log end, then the
+        headers of the batches after it. A cleanly shut down log without any snapshot
+        predates them (an upgrade): as Kafka does, start empty instead of scanning it all."""
+        state = self._producers
+        if reload_from_clean_shutdown and state.latest_snapshot_offset is None:
+            state.truncate_fully_and_start_at(self._leo)
+        else:
+            state.truncate_and_reload(self._log_start_offset, self._leo, now_ms)
+            start = max(state.map_end_offset, self._log_start_offset)
+            if start < self._leo:
+                self._replay_producer_state(start)
+        state.update_map_end_offset(self._leo)
+        if state.take_snapshot() is not None:
+            self._dir_dirty = True
+
+    def _replay_producer_state(self, start: int) -> None:
+        """Feed the producer state the headers of every batch ending at or after `start`."""
+        first = max(0, bisect.bisect_right(self._bases, start) - 1)
+        try:
+            for segment in self._segments[first:]:
+                position = segment.position_of(start) if segment.base_offset < start else 0
+                for _, header in segment.batch_headers(position):
+                    if header.last_offset >= start:
+                        self._producers.replay(header)
+        except DecodeError:
+            # a damaged header in a segment trusted after a clean shutdown: keep what was
+            # read; producers missing from the table are accepted at any sequence anyway
+            pass
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -595,6 +675,7 @@ class PartitionLog:
             return
         if flush:
             self.flush()
+            self._producers.take_snapshot()  # at the log end: the next start replays nothing
         for segment in self._segments:
             segment.close()
         self.purge_deleted(force=True)
