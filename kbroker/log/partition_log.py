@@ -18,13 +18,13 @@ snapshot at or below the log end and replays only the batch headers after it.
 from __future__ import annotations
 
 import bisect
-import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
     InvalidRecordError,
@@ -89,14 +89,6 @@ class OffsetAndTimestamp(NamedTuple):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class PartitionLog:
@@ -386,7 +378,7 @@ class PartitionLog:
                 break
             segment.flush()
         if self._dir_dirty:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._dir_dirty = False
         self._recovery_point = max(self._recovery_point, offset)
         self._last_flush_ms = now_ms
