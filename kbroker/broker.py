@@ -90,6 +90,7 @@ class Broker:
         self.closing = False
         # what Metadata hands out; the runner fills in the real port when listening on port 0
         self.advertised_listener = config.advertised_listeners[0]
+        self._coordinator = None  # kbroker.coordinator.Coordinator, built on first use
 
     # --- configuration -------------------------------------------------------------------
 
@@ -204,6 +205,15 @@ class Broker:
             return None
         return self.create_topic(name, int(self.config["num.partitions"]))  # type: ignore[arg-type]
 
+    @property
+    def coordinator(self):
+        """The group coordinator, built (replaying __consumer_offsets) the first time a group API needs it."""
+        if self._coordinator is None:
+            from kbroker.coordinator import Coordinator
+
+            self._coordinator = Coordinator(self)
+        return self._coordinator
+
     def notify_appended(self) -> None:
         self.appended.set()
         self.appended = asyncio.Event()
@@ -230,6 +240,8 @@ class Broker:
 
     def close(self) -> None:
         """Flush, checkpoint and mark the clean shutdown, so the next start skips recovery."""
+        if self._coordinator is not None:
+            self._coordinator.close()
         self.logs.close()
 
 

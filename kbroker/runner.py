@@ -36,6 +36,7 @@ class RunningBroker:
 
     async def start(self) -> None:
         self.broker = Broker(self.config)
+        self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
         for listener in self.config.listeners:
             server = Server(self.broker, listener.host or "0.0.0.0", listener.port)
             await server.start()
@@ -75,6 +76,8 @@ class RunningBroker:
             return
         self.broker.closing = True
         self.broker.notify_appended()  # wake long-polling fetches so they answer now
+        if self.broker._coordinator is not None:
+            self.broker._coordinator.close()  # answer parked JoinGroup/SyncGroup requests now
         if self._retention is not None:
             self._retention.cancel()
         for server in self.servers:

@@ -1,0 +1,265 @@
+"""FindCoordinator (10), OffsetCommit (8), OffsetFetch (9): where a group lives and its offsets."""
+
+from __future__ import annotations
+
+import uuid
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker, now_ms
+from kbroker.coordinator.groups import Group, GroupState, monotonic_ms
+from kbroker.coordinator.offsets import CommittedOffset
+from wire import messages
+from wire.errors import ErrorCode
+from wire.schema import ZERO_UUID
+
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
+
+
+def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str | None]:
+    """(error code, message) for one key; this single node coordinates every group."""
+    if key_type == KEY_TYPE_GROUP:
+        if not key:
+            return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
+        broker.coordinator  # noqa: B018 - builds the coordinator (and replays offsets) on first use
+        return ErrorCode.NONE, None
+    if key_type == KEY_TYPE_TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet"
+    return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+
+
+@handles(10)
+async def find_coordinator(broker: Broker, header, request):
+    Response = messages.FindCoordinatorResponse
+    version = header.request_api_version
+    host, port = broker.advertised_listener.host, broker.advertised_listener.port
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message = _coordinator_for(broker, key, request.key_type)
+            ok = error == ErrorCode.NONE
+            coordinators.append(Response.Coordinator(
+                key=key, node_id=broker.node_id if ok else -1, host=host if ok else "",
+                port=port if ok else -1, error_code=error, error_message=message))
+        return Response(throttle_time_ms=0, coordinators=coordinators)
+    error, message = _coordinator_for(broker, request.key, request.key_type if version >= 1 else 0)
+    ok = error == ErrorCode.NONE
+    response = Response(error_code=error, node_id=broker.node_id if ok else -1,
+                        host=host if ok else "", port=port if ok else -1)
+    if version >= 1:
+        response.throttle_time_ms = 0
+        response.error_message = message
+    return response
+
+
+def _commit_error(group: Group | None, generation: int, member_id: str) -> int:
+    """Kafka's checks before a commit: simple commits only to groups without members."""
+    if group is None or (generation < 0 and group.state == GroupState.EMPTY):
+        return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+    if group.state == GroupState.DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if group.state == GroupState.COMPLETING_REBALANCE:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    group.members[member_id].last_heartbeat_ms = monotonic_ms()  # a member's commit counts as a heartbeat
+    return ErrorCode.NONE
+
+
+@handles(8)
+async def offset_commit(broker: Broker, header, request):
+    Response = messages.OffsetCommitResponse
+    version = header.request_api_version
+    coordinator = broker.coordinator
+    group_id = request.group_id
+    group = coordinator.groups.group(group_id)
+    error = ErrorCode.INVALID_GROUP_ID if not group_id else _commit_error(
+        group, request.generation_id_or_member_epoch, request.member_id)
+    now = now_ms()
+    commits: dict[tuple[str, int], CommittedOffset] = {}
+    results: list[tuple[str, uuid.UUID, list[tuple[int, int]]]] = []
+    for topic in request.topics:
+        partitions = []
+        if version >= 10:  # topics by id (KIP-848 era); unknown ids are UNKNOWN_TOPIC_ID
+            known = broker.topics_by_id.get(topic.topic_id)
+            name, topic_id, missing = (known.name if known else ""), topic.topic_id, ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            known = broker.topics.get(topic.name)
+            name, missing = topic.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            topic_id = known.topic_id if known else ZERO_UUID
+        for p in topic.partitions:
+            code = error
+            if code == ErrorCode.NONE:
+                if known is None or not 0 <= p.partition_index < known.partitions:
+                    code = missing if known is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > MAX_METADATA_BYTES:
+                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    epoch = p.committed_leader_epoch if version >= 6 else -1
+                    commits[(name, p.partition_index)] = CommittedOffset(
+                        p.committed_offset, epoch, p.committed_metadata or "", now)
+            partitions.append((p.partition_index, code))
+        results.append((name, topic_id, partitions))
+    if commits:
+        try:
+            coordinator.offsets.commit(group_id, commits, now)
+        except Exception:
+            results = [(name, topic_id, [(i, ErrorCode.UNKNOWN_SERVER_ERROR if c == 0 else c) for i, c in parts])
+                       for name, topic_id, parts in results]
+    if group is None and not error and commits:
+        coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
+    # name and topic_id are both ignorable: the encoder keeps whichever the version has
+    return Response(throttle_time_ms=0, topics=[
+        Response.OffsetCommitResponseTopic(name=name, topic_id=topic_id, partitions=[
+            Response.OffsetCommitResponsePartition(partition_index=i, error_code=c)
+            for i, c in parts])
+        for name, topic_id, parts in results])
+
+
+def _fetch_group(broker: Broker, group_id: str, topics) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+    """Committed offsets of one group: the requested partitions, or all when `topics` is None."""
+    store = broker.coordinator.offsets
+    if topics is None:
+        by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+        for (topic, partition), committed in sorted(store.group_offsets(group_id).items()):
+            by_topic.setdefault(topic, []).append((partition, committed))
+        return list(by_topic.items())
+    return [(name, [(p, store.fetch(group_id, name, p)) for p in partitions]) for name, partitions in topics]
+
+
+def _v10_topics(broker: Broker, group_id: str, requested) -> list:
+    """OffsetFetch v10 names topics by id: (topic id, [(partition, committed, error)]) per topic."""
+    store = broker.coordinator.offsets
+    if requested is None:
+        found = []
+        for name, parts in _fetch_group(broker, group_id, None):
+            known = broker.topics.get(name)
+            if known is not None:  # a deleted topic has no id left to report it under
+                found.append((known.topic_id, [(p, c, 0) for p, c in parts]))
+        return found
+    found = []
+    for t in requested:
+        known = broker.topics_by_id.get(t.topic_id)
+        if known is None:
+            found.append((t.topic_id, [(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+        else:
+            found.append((t.topic_id, [(p, store.fetch(group_id, known.name, p), 0) for p in t.partition_indexes]))
+    return found
+
+
+@handles(9)
+async def offset_fetch(broker: Broker, header, request):
+    Response = messages.OffsetFetchResponse
+    version = header.request_api_version
+    if version >= 8:
+        Group_ = Response.OffsetFetchResponseGroup
+        Topic_ = Response.OffsetFetchResponseTopics
+        Partition_ = Response.OffsetFetchResponsePartitions
+
+        def partition(p: int, c: CommittedOffset | None, error: int = 0):
+            return Partition_(partition_index=p, committed_offset=c.offset if c else -1,
+                              committed_leader_epoch=c.leader_epoch if c else -1,
+                              metadata=c.metadata if c else "", error_code=error)
+
+        groups = []
+        for g in request.groups:
+            if version >= 10:
+                topics = [Topic_(topic_id=topic_id, partitions=[partition(p, c, e) for p, c, e in parts])
+                          for topic_id, parts in _v10_topics(broker, g.group_id, g.topics)]
+            else:
+                wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+                topics = [Topic_(name=name, partitions=[partition(p, c) for p, c in parts])
+                          for name, parts in _fetch_group(broker, g.group_id, wanted)]
+            groups.append(Group_(group_id=g.group_id, error_code=0, topics=topics))
+        return Response(throttle_time_ms=0, groups=groups)
+    Topic_ = Response.OffsetFetchResponseTopic
+    Partition_ = Response.OffsetFetchResponsePartition
+    topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
+    found = _fetch_group(broker, request.group_id, topics)
+    response = Response(topics=[Topic_(name=name, partitions=[
+        Partition_(partition_index=p, committed_offset=c.offset if c else -1,
+                   metadata=c.metadata if c else "", error_code=0,
+                   **({"committed_leader_epoch": c.leader_epoch if c else -1} if version >= 5 else {}))
+        for p, c in parts]) for name, parts in found])
+    if version >= 2:
+        response.error_code = 0
+    if version >= 3:
+        response.throttle_time_ms = 0
+    return response
+
+
+
+
+def _subscribed_topics(group: Group) -> set[str] | None:
+    """Topics the group's members subscribe to; None when that cannot be read from their metadata."""
+    if group.protocol_type != "consumer" or group.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    for member in group.members.values():
+        try:
+            metadata = member.metadata_for(group.protocol_name)
+            version = int.from_bytes(metadata[:2], "big", signed=True)
+            version = min(version, messages.valid_versions("ConsumerProtocolSubscription").high)
+            subscription, _ = messages.decode("ConsumerProtocolSubscription", version, metadata, 2)
+        except Exception:
+            return None
+        topics.update(subscription.topics)
+    return topics
+
+
+@handles(47)
+async def offset_delete(broker: Broker, header, request):
+    """Drop committed offsets of partitions the group no longer consumes (KIP-496)."""
+    Response = messages.OffsetDeleteResponse
+    coordinator = broker.coordinator
+    group = coordinator.groups.group(request.group_id)
+    offsets = coordinator.offsets.group_offsets(request.group_id)
+    if group is None and not offsets:
+        return Response(error_code=ErrorCode.GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
+    active = group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)
+    subscribed = _subscribed_topics(group) if active else set()
+    if subscribed is None:
+        return Response(error_code=ErrorCode.NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
+    doomed: list[tuple[str, int]] = []
+    topics = []
+    for topic in request.topics:
+        known = broker.topics.get(topic.name)
+        partitions = []
+        for p in topic.partitions:
+            if known is None or not 0 <= p.partition_index < known.partitions:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif topic.name in subscribed:
+                code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = ErrorCode.NONE
+                doomed.append((topic.name, p.partition_index))
+            partitions.append(Response.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                                                     error_code=code))
+        topics.append(Response.OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
+    coordinator.offsets.delete(request.group_id, doomed, now_ms())
+    return Response(error_code=0, throttle_time_ms=0, topics=topics)
+
+
+@handles(42)
+async def delete_groups(broker: Broker, header, request):
+    """Delete groups that have no members: their offsets get tombstones, the group is forgotten."""
+    Response = messages.DeleteGroupsResponse
+    coordinator = broker.coordinator
+    results = []
+    for group_id in request.groups_names:
+        group = coordinator.groups.group(group_id)
+        offsets = coordinator.offsets.group_offsets(group_id)
+        if not group_id:
+            code = ErrorCode.INVALID_GROUP_ID
+        elif group is None and not offsets:
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        elif group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD):
+            code = ErrorCode.NON_EMPTY_GROUP
+        else:
+            coordinator.offsets.delete(group_id, list(offsets), now_ms())
+            coordinator.forget_group(group_id)
+            code = ErrorCode.NONE
+        results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))
+    return Response(throttle_time_ms=0, results=results)

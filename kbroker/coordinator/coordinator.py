@@ -1,0 +1,123 @@
+"""The broker's one coordinator object: committed offsets plus classic group membership."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member, monotonic_ms
+from kbroker.coordinator.offsets import GROUP_VALUE_VERSION, OffsetStore
+from wire import messages
+
+log = logging.getLogger(__name__)
+OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000       # offsets.retention.minutes = 10080
+OFFSETS_RETENTION_CHECK_S = 600                   # offsets.retention.check.interval.ms
+
+
+class Coordinator:
+    """Built by `Broker.coordinator` (the runner builds it at start, replaying `__consumer_offsets`)."""
+
+    def __init__(self, broker, offsets_retention_ms: int = OFFSETS_RETENTION_MS) -> None:
+        self.offsets = OffsetStore(broker)
+        self.groups = GroupCoordinator(int(broker.config["group.initial.rebalance.delay.ms"]), self._persist)
+        for group_id, raw in self.offsets.loaded_groups.items():
+            try:
+                self.groups.groups[group_id] = restore_group(group_id, raw)
+            except Exception:
+                log.exception("skipping unreadable metadata of group %s", group_id)
+        self.offsets_retention_ms = offsets_retention_ms
+        self._housekeeping: asyncio.Task | None = None
+
+    def _persist(self, group: Group) -> None:
+        try:
+            self.offsets.write_group(group.group_id, encode_group(group), time.time_ns() // 1_000_000)
+        except Exception:  # the group keeps working in memory; only a restart would forget it
+            log.exception("could not store the metadata of group %s", group.group_id)
+
+    def forget_group(self, group_id: str) -> None:
+        """Drop a group for good: a tombstone for its metadata record, then out of memory."""
+        group = self.groups.groups.pop(group_id, None)
+        if group is not None:
+            group.state = GroupState.DEAD
+        if group is not None or group_id in self.offsets.loaded_groups:
+            self.offsets.loaded_groups.pop(group_id, None)
+            self.offsets.write_group(group_id, None, time.time_ns() // 1_000_000)
+
+    def start(self) -> None:
+        """Start session expiry and the periodic offset expiry (call inside the broker's event loop)."""
+        self.groups.start()
+        if self._housekeeping is None:
+            self._housekeeping = asyncio.get_running_loop().create_task(self._expire_offsets_forever())
+
+    async def _expire_offsets_forever(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSETS_RETENTION_CHECK_S)
+            try:
+                self.expire_offsets(time.time_ns() // 1_000_000)
+            except Exception:
+                log.exception("offset expiry failed")
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Kafka's offset retention: only groups without members lose offsets, each one
+        retention period after its commit or after the group became Empty, whichever is later."""
+        removed = 0
+        for group_id, committed in list(self.offsets.offsets.items()):
+            group = self.groups.group(group_id)
+            if group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD):
+                continue
+            since = group.empty_since_ms if group is not None else 0
+            expired = [tp for tp, c in committed.items()
+                       if max(c.commit_timestamp, since) + self.offsets_retention_ms <= now_ms]
+            if expired:
+                self.offsets.delete(group_id, expired, now_ms)
+                removed += len(expired)
+            if group is not None and group.state == GroupState.EMPTY and not self.offsets.group_offsets(group_id):
+                self.forget_group(group_id)
+        return removed
+
+    def close(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            self._housekeeping = None
+        self.groups.close()
+
+
+def encode_group(group: Group) -> bytes:
+    """The group as Kafka's GroupMetadataValue (version 3), behind its int16 version."""
+    Value = messages.GroupMetadataValue
+    MemberMetadata = messages.classes("GroupMetadataValue")["MemberMetadata"]
+    stable = group.state == GroupState.STABLE
+    members = [MemberMetadata(
+        member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+        client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+        subscription=m.metadata_for(group.protocol_name) if group.protocol_name else b"",
+        assignment=m.assignment) for m in group.members.values()] if stable else []
+    value = Value(protocol_type=group.protocol_type or "", generation=group.generation_id,
+                  protocol=group.protocol_name if stable else None, leader=group.leader_id if stable else None,
+                  current_state_timestamp=group.empty_since_ms if not stable else time.time_ns() // 1_000_000,
+                  members=members)
+    return GROUP_VALUE_VERSION.to_bytes(2, "big") + bytes(messages.encode(value, GROUP_VALUE_VERSION))
+
+
+def restore_group(group_id: str, raw: bytes) -> Group:
+    """A group as a restarted broker finds it: Stable with its members (who must keep
+    heartbeating within their session timeout), or Empty."""
+    version = int.from_bytes(raw[:2], "big", signed=True)
+    value, _ = messages.decode("GroupMetadataValue", version, raw, 2)
+    group = Group(group_id)
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    now = monotonic_ms()
+    if value.members and value.protocol is not None:
+        group.state = GroupState.STABLE
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        for m in value.members:
+            group.members[m.member_id] = Member(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
+                m.rebalance_timeout if version >= 1 else m.session_timeout, value.protocol_type,
+                [(value.protocol, bytes(m.subscription))], bytes(m.assignment), last_heartbeat_ms=now)
+    else:
+        group.empty_since_ms = max(value.current_state_timestamp, 0)
+    return group
