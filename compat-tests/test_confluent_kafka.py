@@ -2,42 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from confluent_client import consume, produce
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def _consume(bootstrap: str, topic: str, partition: int, count: int, offset: int = OFFSET_BEGINNING,
-             timeout: float = 20) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    received = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(received) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                raise AssertionError(message.error())
-            received.append(message)
-    finally:
-        consumer.close()
-    return received
-
-
-def _produce(bootstrap: str, topic: str, records: list[dict], **config) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
-    failures = []
-    for record in records:
-        producer.produce(topic, on_delivery=lambda err, msg: err and failures.append(err), **record)
-    assert producer.flush(20) == 0
-    assert failures == []
 
 
 def test_metadata_lists_the_broker_and_the_topic(bootstrap, new_topic):
@@ -51,8 +22,8 @@ def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topi
     records = [{"key": f"k{i}".encode(), "value": f"value-{i}".encode() * (i + 1), "partition": 1,
                 "headers": [("h", f"{i}".encode()), ("empty", None)], "timestamp": 1_700_000_000_000 + i}
                for i in range(50)]
-    _produce(bootstrap, new_topic, records, **{"compression.type": codec})
-    received = _consume(bootstrap, new_topic, 1, 50)
+    produce(bootstrap, new_topic, records, **{"compression.type": codec})
+    received = consume(bootstrap, new_topic, 1, 50)
     assert [m.key() for m in received] == [r["key"] for r in records]
     assert [m.value() for m in received] == [r["value"] for r in records]
     assert [m.headers() for m in received] == [r["headers"] for r in records]
@@ -61,13 +32,13 @@ def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topi
 
 
 def test_null_key_and_null_value_round_trip(bootstrap, new_topic):
-    _produce(bootstrap, new_topic, [{"key": None, "value": None, "partition": 0}])
-    (message,) = _consume(bootstrap, new_topic, 0, 1)
+    produce(bootstrap, new_topic, [{"key": None, "value": None, "partition": 0}])
+    (message,) = consume(bootstrap, new_topic, 0, 1)
     assert (message.key(), message.value()) == (None, None)
 
 
 def test_watermarks_follow_the_produced_records(bootstrap, new_topic):
-    _produce(bootstrap, new_topic, [{"value": b"x", "partition": 2} for _ in range(7)])
+    produce(bootstrap, new_topic, [{"value": b"x", "partition": 2} for _ in range(7)])
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused"})
     try:
         assert consumer.get_watermark_offsets(TopicPartition(new_topic, 2), timeout=10) == (0, 7)
@@ -77,7 +48,7 @@ def test_watermarks_follow_the_produced_records(bootstrap, new_topic):
 
 def test_offsets_for_times_finds_the_first_record_at_or_after(bootstrap, new_topic):
     records = [{"value": b"t", "partition": 0, "timestamp": 1_000_000 + 1000 * i} for i in range(10)]
-    _produce(bootstrap, new_topic, records)
+    produce(bootstrap, new_topic, records)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused"})
     try:
         (found,) = consumer.offsets_for_times([TopicPartition(new_topic, 0, 1_004_500)], timeout=10)
@@ -87,15 +58,15 @@ def test_offsets_for_times_finds_the_first_record_at_or_after(bootstrap, new_top
 
 
 def test_consume_from_an_explicit_offset(bootstrap, new_topic):
-    _produce(bootstrap, new_topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(10)])
-    received = _consume(bootstrap, new_topic, 0, 3, offset=7)
+    produce(bootstrap, new_topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(10)])
+    received = consume(bootstrap, new_topic, 0, 3, offset=7)
     assert [m.value() for m in received] == [b"7", b"8", b"9"]
 
 
 def test_idempotent_producer_delivers_in_order(bootstrap, new_topic):
-    _produce(bootstrap, new_topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(100)],
+    produce(bootstrap, new_topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(100)],
              **{"enable.idempotence": True})
-    received = _consume(bootstrap, new_topic, 0, 100)
+    received = consume(bootstrap, new_topic, 0, 100)
     assert [m.value() for m in received] == [f"{i}".encode() for i in range(100)]
 
 

@@ -17,15 +17,15 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import uuid
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from confluent_client import consume, produce
 
 HARNESS_SOURCE = Path(__file__).parent / "java" / "KafkaHarness.java"
 WHEEL = "shigawire-apache-flink-libraries"
@@ -126,34 +126,6 @@ def _of_type(lines: list[dict], kind: str) -> list[dict]:
     return [line for line in lines if line["type"] == kind]
 
 
-def _confluent_produce(bootstrap: str, topic: str, records: list[dict], **config) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
-    failures = []
-    for record in records:
-        producer.produce(topic, on_delivery=lambda err, msg: err and failures.append(err), **record)
-    assert producer.flush(20) == 0
-    assert failures == []
-
-
-def _confluent_consume(bootstrap: str, topic: str, partition: int, count: int, timeout: float = 20) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    received = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(received) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                raise AssertionError(message.error())
-            received.append(message)
-    finally:
-        consumer.close()
-    return received
-
-
 def _topic_partitions(bootstrap: str, topic: str) -> list[int] | None:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     found = metadata.topics.get(topic)
@@ -178,12 +150,12 @@ def test_java_records_round_trip_with_keys_headers_and_timestamps(java, bootstra
 def test_producer_with_acks_1_skips_idempotence_and_still_delivers(java, bootstrap, new_topic):
     produced = _of_type(java.run("produce", bootstrap, new_topic, 0, 10, "none", "1"), "record_metadata")
     assert [m["offset"] for m in produced] == list(range(10))
-    assert [m.value() for m in _confluent_consume(bootstrap, new_topic, 0, 10)] == [
+    assert [m.value() for m in consume(bootstrap, new_topic, 0, 10)] == [
         _record(m)[1] for m in produced]
 
 
 def test_consumer_seeks_to_an_explicit_offset(java, bootstrap, new_topic):
-    _confluent_produce(bootstrap, new_topic, [{"value": f"v{i}".encode(), "partition": 2} for i in range(20)])
+    produce(bootstrap, new_topic, [{"value": f"v{i}".encode(), "partition": 2} for i in range(20)])
     lines = java.run("consume-assign", bootstrap, new_topic, 2, 12, 5)
     assert _of_type(lines, "start")[0]["position"] == 12
     consumed = _of_type(lines, "record")
@@ -191,7 +163,7 @@ def test_consumer_seeks_to_an_explicit_offset(java, bootstrap, new_topic):
 
 
 def test_consumer_seek_to_end_lands_on_the_log_end_offset(java, bootstrap, new_topic):
-    _confluent_produce(bootstrap, new_topic, [{"value": b"x", "partition": 0} for _ in range(7)])
+    produce(bootstrap, new_topic, [{"value": b"x", "partition": 0} for _ in range(7)])
     lines = java.run("consume-assign", bootstrap, new_topic, 0, "latest", 0)
     assert _of_type(lines, "start")[0]["position"] == 7
     assert _of_type(lines, "end")[0] == {"type": "end", "received": 0, "position": 7}
@@ -201,7 +173,7 @@ def test_consumer_seek_to_end_lands_on_the_log_end_offset(java, bootstrap, new_t
 
 def test_records_produced_by_java_are_read_identically_by_confluent_kafka(java, bootstrap, new_topic):
     produced = _of_type(java.run("produce", bootstrap, new_topic, 0, 25), "record_metadata")
-    received = _confluent_consume(bootstrap, new_topic, 0, 25)
+    received = consume(bootstrap, new_topic, 0, 25)
     assert [(m.key(), m.value(), m.headers() or [], m.timestamp()[1]) for m in received] == [
         _record(m) for m in produced]
     assert [m.offset() for m in received] == [m["offset"] for m in produced]
@@ -213,7 +185,7 @@ def test_records_produced_by_confluent_kafka_are_read_identically_by_java(java, 
                 "headers": [("a", f"{i}".encode()), ("nul", None), ("a", b"\x00\xfe")],
                 "timestamp": BASE_TIMESTAMP + 7 * i, "partition": 2}
                for i in range(25)]
-    _confluent_produce(bootstrap, new_topic, records)
+    produce(bootstrap, new_topic, records)
     consumed = _of_type(java.run("consume-assign", bootstrap, new_topic, 2, "earliest", 25), "record")
     assert [_record(r) for r in consumed] == [
         (r["key"], r["value"], r["headers"], r["timestamp"]) for r in records]
@@ -237,7 +209,7 @@ def listed_offsets(java, bootstrap) -> dict[str, dict]:
     topic = f"compat-offsets-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(15)
-    _confluent_produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 1, "timestamp": ts}
+    produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 1, "timestamp": ts}
                                           for i, ts in enumerate(OFFSET_TIMESTAMPS)])
     lines = java.run("list-offsets", bootstrap, topic, 1, *OFFSET_SPECS.values())
     by_spec = {line["spec"]: line for line in _of_type(lines, "offset")}
