@@ -77,7 +77,7 @@ class Broker:
         topic_configs = {t.name: self.log_config_for(t) for t in saved}
         self.logs = LogManager(self.log_dirs, self.default_log_config(), topic_configs=topic_configs)
         given_cluster_id = self.config["cluster.id"] or self._saved_cluster_id
-        self._cluster_id = self.cluster_id = self.logs.ensure_meta_properties(self.node_id, given_cluster_id)
+        self.cluster_id = self.logs.ensure_meta_properties(self.node_id, given_cluster_id)
         for topic in saved:
             self._register(topic)
         for _, log in self.logs.items():
@@ -132,7 +132,7 @@ class Broker:
     def _save_topics(self) -> None:
         state = {
             "version": 1,
-            "cluster_id": self._cluster_id,
+            "cluster_id": self.cluster_id,
             "topics": [{"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
                        for t in self.topics.values()],
         }

@@ -55,10 +55,10 @@ def _error_response(api_key: int, error: int):
 
 async def dispatch(broker, frame: bytes) -> ResponseFrame | None:
     try:
-        api_key, version = headers.peek_api(frame)
         header, body_at = headers.decode_request_header(frame)
     except DecodeError as error:
         raise MalformedRequest(f"unreadable request header: {error}") from None
+    api_key, version = header.request_api_key, header.request_api_version
     handler = HANDLERS.get(api_key)
     if handler is None or not handler.supports(version):
         if api_key == API_VERSIONS:

@@ -28,8 +28,6 @@ async def join_group(broker: Broker, header, request):
             member_id=member_id, metadata=metadata,
             **({"group_instance_id": instance} if version >= 5 else {}))
             for member_id, instance, metadata in result.members])
-    if version >= 2:
-        response.throttle_time_ms = 0
     if version >= 7:
         response.protocol_type = result.protocol_type
     return response
@@ -44,8 +42,6 @@ async def sync_group(broker: Broker, header, request):
         request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
         {a.member_id: bytes(a.assignment) for a in request.assignments})
     response = Response(error_code=result.error_code, assignment=result.assignment)
-    if version >= 1:
-        response.throttle_time_ms = 0
     if version >= 5:
         response.protocol_type, response.protocol_name = result.protocol_type, result.protocol_name
     return response
@@ -55,10 +51,7 @@ async def sync_group(broker: Broker, header, request):
 async def heartbeat(broker: Broker, header, request):
     Response = messages.HeartbeatResponse
     error = broker.coordinator.groups.heartbeat(request.group_id, request.member_id, request.generation_id)
-    response = Response(error_code=error)
-    if header.request_api_version >= 1:
-        response.throttle_time_ms = 0
-    return response
+    return Response(error_code=error)
 
 
 @handles(13)
@@ -67,10 +60,7 @@ async def leave_group(broker: Broker, header, request):
     version = header.request_api_version
     groups = broker.coordinator.groups
     if version < 3:
-        response = Response(error_code=groups.leave(request.group_id, request.member_id))
-        if version >= 1:
-            response.throttle_time_ms = 0
-        return response
+        return Response(error_code=groups.leave(request.group_id, request.member_id))
     members = [Response.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                        error_code=groups.leave(request.group_id, m.member_id, m.group_instance_id))
                for m in request.members]
@@ -108,10 +98,7 @@ async def describe_groups(broker: Broker, header, request):
         if version >= 3:
             entry.authorized_operations = -2147483648  # not requested / not computed
         described.append(entry)
-    response = Response(groups=described)
-    if version >= 1:
-        response.throttle_time_ms = 0
-    return response
+    return Response(groups=described)
 
 
 @handles(16)
@@ -136,10 +123,7 @@ async def list_groups(broker: Broker, header, request):
         if version >= 5:
             entry.group_type = "classic"
         listed.append(entry)
-    response = Response(error_code=0, groups=listed)
-    if version >= 1:
-        response.throttle_time_ms = 0
-    return response
+    return Response(error_code=0, groups=listed)
 
 
 __all__ = ["describe_groups", "heartbeat", "join_group", "leave_group", "list_groups", "sync_group"]

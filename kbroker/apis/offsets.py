@@ -46,8 +46,7 @@ async def find_coordinator(broker: Broker, header, request):
     ok = error == ErrorCode.NONE
     response = Response(error_code=error, node_id=broker.node_id if ok else -1,
                         host=host if ok else "", port=port if ok else -1)
-    if version >= 1:
-        response.throttle_time_ms = 0
+    if version >= 1:  # ErrorMessage exists from v1
         response.error_message = message
     return response
 
@@ -185,8 +184,6 @@ async def offset_fetch(broker: Broker, header, request):
         for p, c in parts]) for name, parts in found])
     if version >= 2:
         response.error_code = 0
-    if version >= 3:
-        response.throttle_time_ms = 0
     return response
 
 
