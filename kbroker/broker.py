@@ -20,6 +20,7 @@ from kbroker.config import BrokerConfig
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
+from wire.errors import ErrorCode
 
 TOPICS_FILE = "kbroker-topics.json"
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -46,8 +47,23 @@ class Topic:
         return self.name.startswith("__")
 
 
+# A single node leads every partition from its creation, so every leader epoch is Kafka's first, 0.
+# Produce stamps it into each stored batch; Metadata and ListOffsets report it; Fetch and
+# ListOffsets check the client's idea of it.
+LEADER_EPOCH = 0
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def leader_epoch_error(current_leader_epoch: int) -> ErrorCode:
+    """Kafka's check of a request's current_leader_epoch against the partition's (-1: no check)."""
+    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
+        return ErrorCode.NONE
+    if current_leader_epoch > LEADER_EPOCH:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH  # the client knows a newer leader than this broker
+    return ErrorCode.FENCED_LEADER_EPOCH
 
 
 def topic_name_problem(name: str) -> str | None:

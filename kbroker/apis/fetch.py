@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from kbroker.apis.registry import handles
-from kbroker.broker import Broker, now_ms
+from kbroker.broker import Broker, leader_epoch_error, now_ms
 from kbroker.log.errors import OffsetOutOfRangeError
 from wire import messages
 from wire.errors import ErrorCode
@@ -43,6 +43,7 @@ class SessionPartition:
     partition: int
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
     sent_high_watermark: int = -2
     sent_log_start: int = -2
 
@@ -97,7 +98,8 @@ def _wanted(broker: Broker, request, version: int) -> list[SessionPartition]:
             known = broker.topics_by_id.get(topic_id)
             name = known.name if known else None
         for p in topic.partitions:
-            wanted.append(SessionPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
+            epoch = p.current_leader_epoch if version >= 9 else -1
+            wanted.append(SessionPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, epoch))
     return wanted
 
 
@@ -116,6 +118,9 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
     log = broker.partition_log(wanted.name, wanted.partition)
     if log is None:
         return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+    epoch_error = leader_epoch_error(wanted.current_leader_epoch)
+    if epoch_error:
+        return _partition_data(wanted.partition, epoch_error), 0
     limit = min(wanted.max_bytes, budget)
     try:
         chunk = log.read(wanted.fetch_offset, limit, log.high_watermark) if limit > 0 or first else None
@@ -180,6 +185,7 @@ def _open_session(broker: Broker, request, version: int) -> tuple[FetchSession |
             session.partitions[_key(version, p.name, p.topic_id, p.partition)] = p
         else:
             known.fetch_offset, known.max_bytes = p.fetch_offset, p.max_bytes
+            known.current_leader_epoch = p.current_leader_epoch
     for forgotten in request.forgotten_topics_data or ():
         for partition in forgotten.partitions:
             session.partitions.pop(_key(version, forgotten.topic, forgotten.topic_id, partition), None)

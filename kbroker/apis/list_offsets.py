@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker.apis.registry import handles
-from kbroker.broker import Broker
+from kbroker.broker import LEADER_EPOCH, Broker, leader_epoch_error
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -40,9 +40,15 @@ async def list_offsets(broker: Broker, header, request):
                     partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
+            epoch_error = leader_epoch_error(p.current_leader_epoch) if version >= 4 else ErrorCode.NONE
+            if epoch_error:
+                partitions.append(Response.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=epoch_error, timestamp=-1, offset=-1,
+                    leader_epoch=-1))
+                continue
             timestamp, offset = _lookup(log, p.timestamp)
             partitions.append(Response.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
-                leader_epoch=0 if version >= 4 else -1))  # the field exists from v4
+                leader_epoch=LEADER_EPOCH if version >= 4 else -1))  # the field exists from v4
         topics.append(Response.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return Response(throttle_time_ms=0, topics=topics)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker.apis.registry import handles
-from kbroker.broker import Broker, Topic, topic_name_problem
+from kbroker.broker import LEADER_EPOCH, Broker, Topic, topic_name_problem
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
@@ -21,7 +21,7 @@ def _brokers(broker: Broker) -> list:
 def _partitions(broker: Broker, topic: Topic) -> list:
     nodes = [broker.node_id]
     return [Response.MetadataResponsePartition(error_code=0, partition_index=p, leader_id=broker.node_id,
-                                               leader_epoch=0, replica_nodes=nodes, isr_nodes=nodes,
+                                               leader_epoch=LEADER_EPOCH, replica_nodes=nodes, isr_nodes=nodes,
                                                offline_replicas=[])
             for p in range(topic.partitions)]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker.apis.registry import handles
-from kbroker.broker import Broker, now_ms
+from kbroker.broker import LEADER_EPOCH, Broker, now_ms
 from kbroker.log.errors import LogError
 from wire import messages
 from wire.errors import ErrorCode
@@ -31,7 +31,7 @@ def _append(broker: Broker, topic_name: str | None, partition, acks: int):
     if records is None or len(records) == 0:
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message="no records")
     try:
-        info = log.append(records, now_ms())
+        info = log.append(records, now_ms(), leader_epoch=LEADER_EPOCH)
     except (CorruptRecordError, DecodeError) as error:
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
     except LogError as error:
