@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import kbroker.apis  # noqa: F401 - registers the handlers
 from kbroker.apis.api_versions import unsupported_version_response
-from kbroker.apis.registry import HANDLERS
+from kbroker.apis.registry import HANDLERS, Handler
 from wire import DecodeError, EncodeError, headers, messages
 from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 API_VERSIONS = 18
 _SIZE = struct.Struct(">i")
+_PLACEHOLDER = bytes(4)  # the size prefix, filled in once the response is encoded
 
 
 class MalformedRequest(Exception):
@@ -35,12 +37,45 @@ class ResponseFrame:
     regions: list
 
 
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Everything one (API, version) needs per request, looked up once."""
+
+    handler: Handler
+    decode_request: Callable
+    encode_response: Callable
+    response_header: Callable[[int], bytes]   # correlation id -> response header bytes
+
+
+_ROUTES: dict[tuple[int, int], _Route] = {}
+_HEADER_V0 = struct.Struct(">i")
+_HEADER_V1 = struct.Struct(">ib")  # correlation id, then an empty tagged-field section
+
+
+def _route(handler: Handler, api_key: int, version: int) -> _Route:
+    route = _ROUTES.get((api_key, version))
+    if route is None:
+        spec = messages.api(api_key)
+        flexible = headers.response_header_version(api_key, version) >= 1
+        response_header = (lambda cid: _HEADER_V1.pack(cid, 0)) if flexible else _HEADER_V0.pack
+        route = _ROUTES[(api_key, version)] = _Route(
+            handler, messages.codec(spec.request.name, version).decode,
+            messages.codec(spec.response.name, version).encode, response_header)
+    return route
+
+
 def _frame(correlation_id: int, api_key: int, version: int, response) -> ResponseFrame:
     out = bytearray(4)
     headers.encode_response_header(correlation_id, api_key, version, out)
     regions: list = []
     messages.encode(response, version, out, regions)
-    size = len(out) - 4 + sum(len(region) for _, region in regions)
+    return _sized(out, regions)
+
+
+def _sized(out: bytearray, regions: list) -> ResponseFrame:
+    size = len(out) - 4
+    for _, region in regions:
+        size += len(region)
     _SIZE.pack_into(out, 0, size)
     return ResponseFrame(out, regions)
 
@@ -61,15 +96,10 @@ async def dispatch(broker, frame: bytes) -> ResponseFrame | None:
     api_key, version = header.request_api_key, header.request_api_version
     handler = HANDLERS.get(api_key)
     if handler is None or not handler.supports(version):
-        if api_key == API_VERSIONS:
-            return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response())
-        if api_key not in messages.apis():
-            raise MalformedRequest(f"unknown API key {api_key}")
-        response_version = _closest_version(api_key, version)
-        return _frame(header.correlation_id, api_key, response_version,
-                      _error_response(api_key, ErrorCode.UNSUPPORTED_VERSION))
+        return _unsupported(header, api_key, version)
+    route = _route(handler, api_key, version)
     try:
-        request, _ = messages.decode(messages.api(api_key).request.name, version, frame, body_at)
+        request, _ = route.decode_request(frame, body_at)
     except DecodeError as error:
         raise MalformedRequest(f"malformed {handler.name} v{version}: {error}") from None
     try:
@@ -79,12 +109,25 @@ async def dispatch(broker, frame: bytes) -> ResponseFrame | None:
         response = _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
     if response is None:
         return None
+    out = bytearray(_PLACEHOLDER)
+    out += route.response_header(header.correlation_id)
+    regions: list = []
     try:
-        return _frame(header.correlation_id, api_key, version, response)
+        route.encode_response(response, out, regions)
     except EncodeError:
         log.exception("cannot encode %s v%d response", handler.name, version)
         return _frame(header.correlation_id, api_key, version,
                       _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR))
+    return _sized(out, regions)
+
+
+def _unsupported(header, api_key: int, version: int) -> ResponseFrame:
+    if api_key == API_VERSIONS:
+        return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response())
+    if api_key not in messages.apis():
+        raise MalformedRequest(f"unknown API key {api_key}")
+    return _frame(header.correlation_id, api_key, _closest_version(api_key, version),
+                  _error_response(api_key, ErrorCode.UNSUPPORTED_VERSION))
 
 
 def _closest_version(api_key: int, version: int) -> int:
