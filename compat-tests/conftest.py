@@ -3,6 +3,10 @@
     pytest compat-tests                                  # starts kbroker in a subprocess
     pytest compat-tests --bootstrap host:port            # any running Kafka-compatible broker
     KBROKER_COMPAT_BOOTSTRAP=host:port pytest compat-tests
+    pytest compat-tests --target kafka-container         # Apache Kafka (KRaft) in Docker, via testcontainers
+    pytest compat-tests --matrix=compat-report.md        # also write the client-by-scenario matrix
+
+The matrix itself (markers, outcomes, Markdown) lives in matrix.py.
 """
 
 from __future__ import annotations
@@ -10,15 +14,61 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+import kbroker
 from kbroker.testing import BrokerProcess
+
+import matrix
+
+TARGETS = ("kbroker", "kafka-container")
+# Confluent Platform 7.9 is Apache Kafka 3.9; testcontainers' KafkaContainer drives the cp-kafka
+# image's start scripts, so the image must be a confluentinc/cp-kafka one (7.0 or later for KRaft).
+DEFAULT_KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"
+CONTAINER_START_TIMEOUT = 180
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bootstrap", default=os.environ.get("KBROKER_COMPAT_BOOTSTRAP"),
                      help="host:port of a running broker to test instead of a fresh kbroker")
+    parser.addoption("--target", choices=TARGETS, default="kbroker",
+                     help="broker to start for the session when --bootstrap is not given: a kbroker "
+                          "subprocess (default) or Apache Kafka in Docker (kafka-container)")
+    parser.addoption("--kafka-image", default=DEFAULT_KAFKA_IMAGE,
+                     help=f"image for --target kafka-container (default {DEFAULT_KAFKA_IMAGE})")
+    matrix.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--bootstrap") and config.getoption("--target") != "kbroker":
+        raise pytest.UsageError("--bootstrap and --target kafka-container both name the broker: give one")
+    report = matrix.MatrixReport(config, Path(__file__).parent, _describe_broker(config), matrix.report_path(config))
+    config.pluginmanager.register(report, "compat-matrix")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Against a broker the suite did not start, a test that starts a kbroker of its own (instead of
+    using `bootstrap`) says nothing about that broker: it skips rather than fill its cell with kbroker's result."""
+    if not (config.getoption("--bootstrap") or config.getoption("--target") != "kbroker"):
+        return
+    compat_dir = Path(__file__).parent.resolve()
+    option = "--bootstrap" if config.getoption("--bootstrap") else "--target kafka-container"
+    skip = pytest.mark.skip(reason=f"uses a kbroker of its own, not the broker that {option} names")
+    for item in items:
+        if item.path.resolve().is_relative_to(compat_dir) and "bootstrap" not in getattr(item, "fixturenames", ()):
+            item.add_marker(skip)
+
+
+def _describe_broker(config: pytest.Config) -> str:
+    """The matrix header's broker line."""
+    given = config.getoption("--bootstrap")
+    if given:
+        return f"`{given}` given with --bootstrap (test suite of kbroker {kbroker.__version__})"
+    if config.getoption("--target") == "kafka-container":
+        return f"kafka-container `{config.getoption('--kafka-image')}` (Apache Kafka, KRaft, via testcontainers)"
+    return f"fresh kbroker subprocess (kbroker {kbroker.__version__})"
 
 
 @pytest.fixture(scope="session")
@@ -27,12 +77,48 @@ def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     given = request.config.getoption("--bootstrap")
     if given:
         yield given
-        return
-    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-data")).start()
+    elif request.config.getoption("--target") == "kafka-container":
+        yield from _kafka_container(request.config.getoption("--kafka-image"))
+    else:
+        broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-data")).start()
+        try:
+            yield broker.bootstrap
+        finally:
+            broker.stop()
+
+
+def _kafka_container(image: str) -> Iterator[str]:
     try:
-        yield broker.bootstrap
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError:  # testcontainers before the community split
+        try:
+            from testcontainers.kafka import KafkaContainer
+        except ImportError:
+            pytest.skip("testcontainers is not installed (pip install testcontainers, a `test` extra)")
+    unreachable = _docker_unreachable()
+    if unreachable:
+        pytest.skip(f"Docker engine not reachable: {unreachable}")
+    container = KafkaContainer(image).with_kraft()
+    container.start(timeout=CONTAINER_START_TIMEOUT)
+    try:
+        yield container.get_bootstrap_server()
     finally:
-        broker.stop()
+        container.stop()
+
+
+def _docker_unreachable() -> str | None:
+    """Why the Docker engine (DOCKER_HOST or the default socket) cannot be used, or None if it answers."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as error:  # any failure to reach the engine is a reason to skip, not a test failure
+        return " ".join(str(error).split()) or type(error).__name__
+    return None
 
 
 @pytest.fixture

@@ -16,6 +16,9 @@ from confluent_kafka.admin import (
 TIMEOUT = 15
 # the legacy AlterConfigs API is deprecated in the clients, but brokers still serve it and we test it
 pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
+confluent = pytest.mark.client("confluent-kafka")
+kafka_python = pytest.mark.client("kafka-python")
+describe_alter_configs = pytest.mark.scenario("Describe/alter configs")
 
 
 @pytest.fixture
@@ -64,17 +67,23 @@ def _node_id(admin: AdminClient) -> str:
 # --- confluent-kafka --------------------------------------------------------------------------
 
 
+@confluent
+@describe_alter_configs
 def test_describe_configs_reports_an_untouched_topic_config_as_default(admin, new_topic):
     entry = _describe(admin, "TOPIC", new_topic)["cleanup.policy"]
     assert (entry.value, entry.source) == ("delete", ConfigSource.DEFAULT_CONFIG.value)
 
 
+@confluent
+@describe_alter_configs
 def test_incremental_set_is_described_as_a_dynamic_topic_config(admin, new_topic):
     _set(admin, new_topic, retention_ms="3600000")
     entry = _describe(admin, "TOPIC", new_topic)["retention.ms"]
     assert (entry.value, entry.source) == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
 
 
+@confluent
+@describe_alter_configs
 def test_incremental_delete_restores_the_default(admin, new_topic):
     _set(admin, new_topic, retention_ms="3600000")
     delete = ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)
@@ -84,6 +93,8 @@ def test_incremental_delete_restores_the_default(admin, new_topic):
     assert _describe(admin, "TOPIC", new_topic)["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+@confluent
+@describe_alter_configs
 def test_incremental_append_adds_to_a_list_config(admin, new_topic):
     append = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)
     [future] = admin.incremental_alter_configs([ConfigResource("TOPIC", new_topic, incremental_configs=[append])]
@@ -92,6 +103,8 @@ def test_incremental_append_adds_to_a_list_config(admin, new_topic):
     assert set(_describe(admin, "TOPIC", new_topic)["cleanup.policy"].value.split(",")) == {"delete", "compact"}
 
 
+@confluent
+@describe_alter_configs
 def test_alter_configs_replaces_every_override(admin, new_topic):
     _set(admin, new_topic, retention_ms="3600000")
     resource = ConfigResource("TOPIC", new_topic, set_config={"max.message.bytes": "2048"})
@@ -102,6 +115,8 @@ def test_alter_configs_replaces_every_override(admin, new_topic):
     assert described["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+@confluent
+@describe_alter_configs
 def test_alter_configs_validate_only_changes_nothing(admin, new_topic):
     resource = ConfigResource("TOPIC", new_topic, set_config={"max.message.bytes": "2048"})
     [future] = admin.alter_configs([resource], validate_only=True).values()
@@ -109,6 +124,8 @@ def test_alter_configs_validate_only_changes_nothing(admin, new_topic):
     assert _describe(admin, "TOPIC", new_topic)["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+@confluent
+@describe_alter_configs
 def test_an_invalid_config_value_fails_with_invalid_config(admin, new_topic):
     bad = ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)
     [future] = admin.incremental_alter_configs([ConfigResource("TOPIC", new_topic, incremental_configs=[bad])]
@@ -116,28 +133,38 @@ def test_an_invalid_config_value_fails_with_invalid_config(admin, new_topic):
     assert _error_code(future) == KafkaError.INVALID_CONFIG
 
 
+@confluent
+@describe_alter_configs
 def test_describe_configs_of_an_unknown_topic_fails(admin, topic_name):
     [future] = admin.describe_configs([ConfigResource("TOPIC", topic_name)], request_timeout=TIMEOUT).values()
     assert _error_code(future) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+@confluent
+@describe_alter_configs
 def test_describe_broker_configs_marks_log_dirs_read_only(admin):
     entry = _describe(admin, "BROKER", _node_id(admin))["log.dirs"]
     assert (entry.is_read_only, entry.source) == (True, ConfigSource.STATIC_BROKER_CONFIG.value)
 
 
+@confluent
+@describe_alter_configs
 def test_altering_a_static_broker_config_is_refused(admin):
     resource = ConfigResource("BROKER", _node_id(admin), set_config={"log.dirs": "/elsewhere"})
     [future] = admin.alter_configs([resource]).values()
     assert _error_code(future) == KafkaError.INVALID_REQUEST
 
 
+@confluent
+@pytest.mark.scenario("Delete records")
 def test_delete_records_returns_the_new_low_watermark(admin, bootstrap, new_topic):
     _produce(bootstrap, new_topic, 0, 5)
     [future] = admin.delete_records([TopicPartition(new_topic, 0, 3)]).values()
     assert future.result(TIMEOUT).low_watermark == 3
 
 
+@confluent
+@pytest.mark.scenario("Delete records")
 def test_delete_records_beyond_the_high_watermark_fails_with_offset_out_of_range(admin, bootstrap, new_topic):
     _produce(bootstrap, new_topic, 0, 2)
     [future] = admin.delete_records([TopicPartition(new_topic, 0, 10)]).values()
@@ -147,6 +174,8 @@ def test_delete_records_beyond_the_high_watermark_fails_with_offset_out_of_range
 # --- kafka-python -----------------------------------------------------------------------------
 
 
+@kafka_python
+@describe_alter_configs
 def test_kafka_python_alter_configs_then_describe_shows_the_modified_config(kp_admin, new_topic):
     from kafka.admin import ConfigResource as KafkaConfigResource
     from kafka.admin import ConfigResourceType
@@ -159,6 +188,8 @@ def test_kafka_python_alter_configs_then_describe_shows_the_modified_config(kp_a
     assert (entry["value"], entry["config_source"]) == ("3600000", "DYNAMIC_TOPIC_CONFIG")
 
 
+@kafka_python
+@describe_alter_configs
 def test_kafka_python_legacy_alter_configs_sets_a_config(kp_admin, admin, new_topic):
     from kafka.admin import ConfigResource as KafkaConfigResource
     from kafka.admin import ConfigResourceType
@@ -168,6 +199,8 @@ def test_kafka_python_legacy_alter_configs_sets_a_config(kp_admin, admin, new_to
     assert _describe(admin, "TOPIC", new_topic)["segment.ms"].value == "3600000"
 
 
+@kafka_python
+@describe_alter_configs
 def test_kafka_python_describe_configs_lists_synonyms(kp_admin, new_topic):
     from kafka.admin import ConfigResource as KafkaConfigResource
     from kafka.admin import ConfigResourceType
@@ -178,6 +211,8 @@ def test_kafka_python_describe_configs_lists_synonyms(kp_admin, new_topic):
     assert "log.cleanup.policy" in [s["name"] for s in synonyms]
 
 
+@kafka_python
+@pytest.mark.scenario("Describe log dirs")
 def test_kafka_python_describe_log_dirs_lists_the_topic_partitions(kp_admin, new_topic):
     [broker] = kp_admin.describe_log_dirs({new_topic: [0, 1, 2]})
     partitions = {(t["name"], p["partition_index"])
@@ -185,6 +220,8 @@ def test_kafka_python_describe_log_dirs_lists_the_topic_partitions(kp_admin, new
     assert partitions == {(new_topic, 0), (new_topic, 1), (new_topic, 2)}
 
 
+@kafka_python
+@pytest.mark.scenario("Delete records")
 def test_kafka_python_delete_records_reports_the_low_watermark(kp_admin, bootstrap, new_topic):
     from kafka import TopicPartition as KafkaTopicPartition
 

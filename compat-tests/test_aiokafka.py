@@ -7,6 +7,9 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from matrix import codec_params
+
+pytestmark = pytest.mark.client("aiokafka")
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -35,7 +38,7 @@ async def _round_trip(bootstrap: str, topic: str, codec: str | None) -> list:
         await consumer.stop()
 
 
-@pytest.mark.parametrize("codec", CODECS, ids=[c or "none" for c in CODECS])
+@pytest.mark.parametrize("codec", codec_params(CODECS, "Headers", "Explicit timestamps"))
 def test_records_round_trip(bootstrap, new_topic, codec):
     received = asyncio.run(_round_trip(bootstrap, new_topic, codec))
     assert [(m.key, m.value, list(m.headers), m.timestamp) for m in received] == [

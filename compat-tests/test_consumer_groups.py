@@ -6,9 +6,16 @@ generation of a group forms at once instead of after Kafka's three-second wait.
 
 from __future__ import annotations
 
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +24,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kbroker.testing import BrokerProcess  # noqa: E402
+
+pytestmark = pytest.mark.client("confluent-kafka")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +64,7 @@ def _consumer(bootstrap: str, group: str, **extra: object) -> Consumer:
     return Consumer(config)
 
 
+@pytest.mark.scenario("Consumer group: subscribe and commit")
 def test_assign_commit_is_read_back_by_committed(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 1)
@@ -69,6 +79,7 @@ def test_assign_commit_is_read_back_by_committed(group_broker: BrokerProcess) ->
         consumer.close()
 
 
+@pytest.mark.scenario("Consumer group: subscribe and commit")
 def test_uncommitted_partition_reads_back_as_invalid_offset(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 1)
@@ -90,6 +101,7 @@ def _poll_values(consumer: Consumer, count: int, timeout: float = 30) -> list[by
     return values
 
 
+@pytest.mark.scenario("Consumer group: resume from committed offsets")
 def test_restarted_consumer_resumes_from_committed_offset(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 1)
@@ -110,6 +122,7 @@ def test_restarted_consumer_resumes_from_committed_offset(group_broker: BrokerPr
         second.close()
 
 
+@pytest.mark.scenario("Consumer group: rebalance")
 def test_two_subscribers_split_the_partitions(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 4)
@@ -133,6 +146,7 @@ def test_two_subscribers_split_the_partitions(group_broker: BrokerProcess) -> No
             consumer.close()
 
 
+@pytest.mark.scenario("Consumer group: resume from committed offsets")
 def test_committed_offsets_survive_a_broker_restart(tmp_path) -> None:
     broker = BrokerProcess(tmp_path, "group.initial.rebalance.delay.ms=0").start()
     try:
@@ -150,6 +164,7 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path) -> None:
         broker.stop()
 
 
+@pytest.mark.scenario("Consumer group admin: list/describe/delete")
 def test_admin_lists_describes_and_deletes_an_empty_group(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 1)
@@ -171,6 +186,7 @@ def test_admin_lists_describes_and_deletes_an_empty_group(group_broker: BrokerPr
         fresh.close()
 
 
+@pytest.mark.scenario("Consumer group admin: list/describe/delete")
 def test_group_with_members_is_described_stable_with_its_assignment(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 2)
@@ -190,6 +206,7 @@ def test_group_with_members_is_described_stable_with_its_assignment(group_broker
         consumer.close()
 
 
+@pytest.mark.scenario("Consumer group: rebalance")
 def test_stable_group_keeps_its_member_across_a_broker_restart(tmp_path) -> None:
     broker = BrokerProcess(tmp_path, "group.initial.rebalance.delay.ms=0").start()
     consumer = None
@@ -215,6 +232,7 @@ def test_stable_group_keeps_its_member_across_a_broker_restart(tmp_path) -> None
         broker.stop()
 
 
+@pytest.mark.scenario("Consumer group: rebalance")
 def test_remaining_subscriber_takes_over_when_the_other_leaves(group_broker: BrokerProcess) -> None:
     bootstrap = group_broker.bootstrap
     topic = _topic(bootstrap, 4)
@@ -234,3 +252,149 @@ def test_remaining_subscriber_takes_over_when_the_other_leaves(group_broker: Bro
         assert {tp.partition for tp in stays.assignment()} == {0, 1, 2, 3}
     finally:
         stays.close()
+
+
+# ---- a member that dies without leaving -----------------------------------------------------------
+
+COMMITTING_CONSUMER = Path(__file__).parent / "committing_consumer.py"
+RECORDS_PER_PARTITION = 50
+
+
+def _events_of(process: subprocess.Popen) -> queue.Queue:
+    """The JSON lines a committing_consumer.py process prints, as they arrive."""
+    events: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in process.stdout:
+            if line.startswith("{"):
+                events.put(json.loads(line))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return events
+
+
+def _take_events(events: queue.Queue, assigned: list, committed: dict[int, int]) -> None:
+    while not events.empty():
+        event = events.get_nowait()
+        if "assigned" in event:
+            assigned[:] = event["assigned"]
+        else:
+            partition, offset = event["committed"]
+            committed[partition] = offset
+
+
+def _poll_and_commit(consumer: Consumer, seen: list[tuple[int, int]]) -> None:
+    message = consumer.poll(0.1)
+    if message is not None and message.error() is None:
+        seen.append((message.partition(), message.offset()))
+        consumer.commit(message=message, asynchronous=False)
+
+
+@pytest.mark.scenario("Consumer group: rebalance")
+def test_killed_member_loses_its_partitions_after_the_session_timeout_without_losing_commits(
+        group_broker: BrokerProcess) -> None:
+    bootstrap = group_broker.bootstrap
+    topic = _topic(bootstrap, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    survivor = _consumer(bootstrap, group)
+    survivor.subscribe([topic])
+    victim = subprocess.Popen([sys.executable, str(COMMITTING_CONSUMER), bootstrap, group, topic, "0.05"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        events = _events_of(victim)
+        victim_assigned: list[int] = []
+        victim_committed: dict[int, int] = {}
+        survivor_seen: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (len(victim_assigned) == 2 and len(survivor.assignment()) == 2):
+            _poll_and_commit(survivor, survivor_seen)
+            _take_events(events, victim_assigned, victim_committed)
+        assert len(victim_assigned) == 2 and len(survivor.assignment()) == 2
+
+        _produce_per_partition(bootstrap, topic, 4, RECORDS_PER_PARTITION)
+        while time.monotonic() < deadline and sum(victim_committed.values()) < 10:
+            _poll_and_commit(survivor, survivor_seen)
+            _take_events(events, victim_assigned, victim_committed)
+        victim.send_signal(signal.SIGKILL)  # no LeaveGroup: only the session timeout can tell
+        killed_at = time.monotonic()
+        victim.wait(10)
+        _take_events(events, victim_assigned, victim_committed)
+        time.sleep(0.3)  # a commit the victim sent just before dying has landed by now
+        committed_at_kill = {tp.partition: max(tp.offset, 0) for tp in survivor.committed(  # none yet: from 0
+            [TopicPartition(topic, p) for p in victim_assigned], timeout=10)}
+
+        taken_over_at = None
+        survivor_seen.clear()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (taken_over_at is None or len(survivor_seen) < sum(
+                RECORDS_PER_PARTITION - committed_at_kill[p] for p in victim_assigned)):
+            _poll_and_commit(survivor, survivor_seen)
+            if taken_over_at is None and len(survivor.assignment()) == 4:
+                taken_over_at = time.monotonic()
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+        survivor.close()
+
+    assert taken_over_at is not None, "the survivor never got the killed member's partitions"
+    assert 4.5 <= taken_over_at - killed_at <= 20  # session.timeout.ms = 6000, not at once, not never
+    for partition in victim_assigned:
+        assert committed_at_kill[partition] - victim_committed.get(partition, 0) in (0, 1)
+        offsets = sorted(o for p, o in survivor_seen if p == partition)
+        # resumed exactly at the committed offset: nothing committed is read again, nothing is skipped
+        assert offsets == list(range(committed_at_kill[partition], RECORDS_PER_PARTITION))
+
+
+def _produce_per_partition(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for partition in range(partitions):
+        for i in range(count):
+            producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert producer.flush(15) == 0
+
+
+# ---- static membership (KIP-345) ------------------------------------------------------------------
+
+def _wait_for(consumers: list[Consumer], condition, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not condition():
+        for consumer in consumers:
+            consumer.poll(0.1)
+    assert condition()
+
+
+@pytest.mark.scenario("Consumer group: static membership")
+def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(group_broker: BrokerProcess) -> None:
+    bootstrap = group_broker.bootstrap
+    topic = _topic(bootstrap, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    revoked: list[list[int]] = []
+    stays = _consumer(bootstrap, group, **{"group.instance.id": "stays"})
+    restarts = _consumer(bootstrap, group, **{"group.instance.id": "restarts"})
+    restarted = None
+    try:
+        stays.subscribe([topic], on_revoke=lambda c, parts: revoked.append([p.partition for p in parts]))
+        restarts.subscribe([topic])
+        _wait_for([stays, restarts], lambda: len(stays.assignment()) == 2 and len(restarts.assignment()) == 2)
+        owned = sorted(tp.partition for tp in restarts.assignment())
+        old_member_id = restarts.memberid()
+        revoked.clear()
+        restarts.close()  # a static member sends no LeaveGroup: the broker keeps its place
+        restarted = _consumer(bootstrap, group, **{"group.instance.id": "restarts"})
+        restarted.subscribe([topic])
+        _wait_for([stays, restarted], lambda: bool(restarted.assignment()))
+        for _ in range(10):  # give a rebalance, if one were coming, the time to show
+            stays.poll(0.1)
+            restarted.poll(0.1)
+        assert sorted(tp.partition for tp in restarted.assignment()) == owned
+        assert revoked == [] and len(stays.assignment()) == 2
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future it answers
+        described = admin.describe_consumer_groups([group])[group].result(15)
+        assert {m.group_instance_id for m in described.members} == {"stays", "restarts"}
+        assert old_member_id not in {m.member_id for m in described.members}
+        assert restarted.memberid().startswith("restarts-")
+    finally:
+        stays.close()
+        if restarted is not None:
+            restarted.close()

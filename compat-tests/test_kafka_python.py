@@ -6,6 +6,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from matrix import codec_params
+
+pytestmark = pytest.mark.client("kafka-python")
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -23,7 +26,7 @@ def _consume(bootstrap: str, topic: str, partition: int, count: int) -> list:
     return received
 
 
-@pytest.mark.parametrize("codec", CODECS, ids=[c or "none" for c in CODECS])
+@pytest.mark.parametrize("codec", codec_params(CODECS, "Headers", "Explicit timestamps"))
 def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topic, codec):
     producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=5)
     for i in range(30):
@@ -37,20 +40,34 @@ def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topi
         for i in range(30)]
 
 
-def test_end_offsets_and_offsets_for_times(bootstrap, new_topic):
+def _produce_timestamped(bootstrap: str, topic: str, partition: int, timestamps: list[int]) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for i in range(5):
-        producer.send(new_topic, value=b"x", partition=2, timestamp_ms=10_000 + i * 10)
+    for timestamp in timestamps:
+        producer.send(topic, value=b"x", partition=partition, timestamp_ms=timestamp)
     producer.flush(20)
     producer.close()
+
+
+@pytest.mark.scenario("Watermarks: earliest and latest offsets")
+def test_beginning_and_end_offsets(bootstrap, new_topic):
+    _produce_timestamped(bootstrap, new_topic, 2, [10_000 + i * 10 for i in range(5)])
     consumer = KafkaConsumer(bootstrap_servers=bootstrap)
     tp = TopicPartition(new_topic, 2)
     assert consumer.end_offsets([tp])[tp] == 5
     assert consumer.beginning_offsets([tp])[tp] == 0
+    consumer.close()
+
+
+@pytest.mark.scenario("Consume by timestamp")
+def test_offsets_for_times_finds_the_first_record_at_or_after(bootstrap, new_topic):
+    _produce_timestamped(bootstrap, new_topic, 2, [10_000 + i * 10 for i in range(5)])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    tp = TopicPartition(new_topic, 2)
     assert consumer.offsets_for_times({tp: 10_025})[tp].offset == 3
     consumer.close()
 
 
+@pytest.mark.scenario("Create/describe/delete topics")
 def test_admin_creates_and_deletes_a_topic(bootstrap, topic_name):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic_name, num_partitions=2, replication_factor=1)])

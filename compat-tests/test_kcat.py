@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt install kcat)")
+pytestmark = [pytest.mark.client("kcat"),
+              pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt install kcat)")]
 
 
 def _kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:
@@ -16,16 +17,19 @@ def _kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+@pytest.mark.scenario("Metadata and broker discovery")
 def test_list_metadata_shows_the_topic(bootstrap, new_topic):
     assert f'topic "{new_topic}" with 3 partitions' in _kcat(bootstrap, "-L")
 
 
+@pytest.mark.scenario("Consume from earliest")
 def test_produce_then_consume_from_beginning(bootstrap, new_topic):
     _kcat(bootstrap, "-P", "-t", new_topic, "-p", "0", "-K", ":", stdin="a:1\nb:2\nc:3\n")
     out = _kcat(bootstrap, "-C", "-t", new_topic, "-p", "0", "-o", "beginning", "-e", "-f", "%k=%s\n")
     assert out.splitlines() == ["a=1", "b=2", "c=3"]
 
 
+@pytest.mark.scenario("Consume from explicit offset")  # -o -5: five before the log end offset
 def test_consume_last_five(bootstrap, new_topic):
     _kcat(bootstrap, "-P", "-t", new_topic, "-p", "1", stdin="".join(f"{i}\n" for i in range(12)))
     out = _kcat(bootstrap, "-C", "-t", new_topic, "-p", "1", "-o", "-5", "-e")

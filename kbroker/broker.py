@@ -124,6 +124,12 @@ class Broker:
             message_timestamp_type=str(c["log.message.timestamp.type"]),
             max_message_bytes=int(c["message.max.bytes"]),
             cleanup_policy=str(c["log.cleanup.policy"]),
+            producer_id_expiration_ms=int(c["producer.id.expiration.ms"]),
+            file_delete_delay_ms=int(c["log.segment.delete.delay.ms"]),
+            delete_retention_ms=int(c["log.cleaner.delete.retention.ms"]),
+            min_cleanable_dirty_ratio=float(c["log.cleaner.min.cleanable.ratio"]),
+            min_compaction_lag_ms=int(c["log.cleaner.min.compaction.lag.ms"]),
+            max_compaction_lag_ms=int(c["log.cleaner.max.compaction.lag.ms"]),
         )
 
     def log_config_for(self, topic: Topic) -> LogConfig:

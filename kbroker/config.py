@@ -28,6 +28,10 @@ def _parse_int(text: str) -> int:
     return int(text.strip())
 
 
+def _parse_float(text: str) -> float:
+    return float(text.strip())
+
+
 def _parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value not in ("true", "false"):
@@ -88,17 +92,43 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("log.flush.interval.messages", _parse_int, _LONG_MAX, _at_least(1), ">= 1"),
     Property("log.flush.interval.ms", _parse_int, None, _at_least(0), ">= 0"),
     Property("log.cleanup.policy", _parse_str, "delete"),
+    # the log cleaner (kbroker.log.cleaner); one thread at most, see its docstring
+    Property("log.cleaner.enable", _parse_bool, True),
+    Property("log.cleaner.threads", _parse_int, 1, _at_least(0), ">= 0"),
+    Property("log.cleaner.backoff.ms", _parse_int, 15_000, _at_least(0), ">= 0"),
+    Property("log.cleaner.dedupe.buffer.size", _parse_int, 134_217_728, _at_least(0), ">= 0"),
+    Property("log.cleaner.io.buffer.size", _parse_int, 524_288, _at_least(0), ">= 0"),
+    Property("log.cleaner.io.buffer.load.factor", _parse_float, 0.9,
+             lambda value: 0 < value <= 1, "in (0, 1]"),
+    Property("log.cleaner.io.max.bytes.per.second", _parse_float, 1.7976931348623157e308,
+             lambda value: value > 0, "> 0"),
     Property("log.message.timestamp.type", _parse_str, "CreateTime",
              _one_of("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
     Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1), ">= 1"),
     Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1), ">= 1"),
     Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0), ">= 0"),
+    Property("group.max.size", _parse_int, 2_147_483_647, _at_least(1), ">= 1"),
+    Property("group.consumer.heartbeat.interval.ms", _parse_int, 5000, _at_least(1), ">= 1"),
+    Property("group.consumer.session.timeout.ms", _parse_int, 45000, _at_least(1), ">= 1"),
+    Property("group.consumer.assignors", _parse_list, ["uniform", "range"],
+             lambda names: bool(names) and set(names) <= {"uniform", "range", "roundrobin", "sticky",
+                                                          "cooperative-sticky"},
+             "a non-empty list of uniform, range, roundrobin, sticky, cooperative-sticky"),
+    Property("group.coordinator.rebalance.protocols", _parse_list, ["classic", "consumer"],
+             lambda names: "classic" in names and set(names) <= {"classic", "consumer"},
+             "a list of classic and consumer that includes classic"),
     Property("min.insync.replicas", _parse_int, 1, _at_least(1), ">= 1"),
     # broker-wide defaults of topic configs, reported by DescribeConfigs as their synonyms
     Property("compression.type", _parse_str, "producer",
              _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
              "uncompressed, zstd, lz4, snappy, gzip or producer"),
     Property("log.cleaner.delete.retention.ms", _parse_int, 86_400_000, _at_least(0), ">= 0"),
+    Property("log.cleaner.min.cleanable.ratio", _parse_float, 0.5,
+             lambda value: 0 <= value <= 1, "in [0, 1]"),
+    Property("log.cleaner.min.compaction.lag.ms", _parse_int, 0, _at_least(0), ">= 0"),
+    Property("log.cleaner.max.compaction.lag.ms", _parse_int, _LONG_MAX, _at_least(1), ">= 1"),
+    Property("log.segment.delete.delay.ms", _parse_int, 60_000, _at_least(0), ">= 0"),
+    Property("producer.id.expiration.ms", _parse_int, 86_400_000, _at_least(1), ">= 1"),
     Property("unclean.leader.election.enable", _parse_bool, False),
 )}
 
@@ -107,16 +137,20 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
 LONG_PROPERTIES = frozenset({
     "log.roll.ms", "log.retention.ms", "log.retention.bytes", "log.retention.check.interval.ms",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.cleaner.delete.retention.ms",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "producer.id.expiration.ms",
 })
 
 
 def property_type(name: str) -> str:
-    """Kafka's ConfigDef type name for a property: BOOLEAN, INT, LONG, LIST or STRING."""
+    """Kafka's ConfigDef type name for a property: BOOLEAN, INT, LONG, DOUBLE, LIST or STRING."""
     parse = PROPERTIES[name].parse
     if parse is _parse_bool:
         return "BOOLEAN"
     if parse is _parse_int:
         return "LONG" if name in LONG_PROPERTIES else "INT"
+    if parse is _parse_float:
+        return "DOUBLE"
     return "LIST" if parse is _parse_list else "STRING"
 
 

@@ -1,4 +1,4 @@
-"""Starting and stopping a broker: listeners, the retention timer, clean shutdown."""
+"""Starting and stopping a broker: listeners, the retention timer, the log cleaner, clean shutdown."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
+from kbroker.log.cleaner import CleanerConfig
 from kbroker.net.server import Server
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class RunningBroker:
             advertised = dataclasses.replace(advertised, port=self.servers[0].port)
         self.broker.advertised_listener = advertised
         self._retention = asyncio.create_task(self._housekeeping())
+        if self.config["log.cleaner.enable"]:
+            self.broker.logs.start_cleaner(CleanerConfig.from_properties(self.config))
         log.info("kbroker %d listening on %s", self.broker.node_id, self.bootstrap_servers)
 
     async def _housekeeping(self) -> None:
@@ -80,6 +83,7 @@ class RunningBroker:
             self.broker._coordinator.close()  # answer parked JoinGroup/SyncGroup requests now
         if self._retention is not None:
             self._retention.cancel()
+        self.broker.logs.stop_cleaner()
         for server in self.servers:
             await server.stop()
         self.broker.close()

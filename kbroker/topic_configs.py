@@ -39,6 +39,19 @@ def _long(minimum: int) -> Callable[[str], int]:
     return _integer(minimum, _LONG_RANGE, "LONG")
 
 
+def _ratio(text: str) -> float:
+    """A DOUBLE with Kafka's `between(0, 1)` check."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError("Not a number of type DOUBLE") from None
+    if value < 0:
+        raise ValueError("Value must be at least 0")
+    if value > 1:
+        raise ValueError("Value must be no more than 1")
+    return value
+
+
 def _one_of(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
@@ -101,8 +114,16 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("compression.type", "compression.type",
                 _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), None, "STRING",
                 "The topic's compression codec; producer: keep what the producer sent."),
-    TopicConfig("delete.retention.ms", "log.cleaner.delete.retention.ms", _long(0), None, "LONG",
-                "How long compaction keeps delete markers (tombstones)."),
+    TopicConfig("delete.retention.ms", "log.cleaner.delete.retention.ms", _long(0), "delete_retention_ms", "LONG",
+                "How long compaction keeps delete markers (tombstones) after the cleaning that first keeps them."),
+    TopicConfig("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", _ratio, "min_cleanable_dirty_ratio",
+                "DOUBLE", "The share of the log that must be uncompacted before the cleaner compacts it."),
+    TopicConfig("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", _long(0), "min_compaction_lag_ms",
+                "LONG", "The least time a record stays uncompacted."),
+    TopicConfig("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", _long(1), "max_compaction_lag_ms",
+                "LONG", "The longest time a record may stay uncompacted, whatever the dirty ratio."),
+    TopicConfig("file.delete.delay.ms", "log.segment.delete.delay.ms", _long(0), "file_delete_delay_ms", "LONG",
+                "How long a deleted or replaced segment's files stay on disk (for reads under way)."),
     TopicConfig("unclean.leader.election.enable", "unclean.leader.election.enable", _bool, None, "BOOLEAN",
                 "Whether a replica outside the ISR may become leader, at the risk of losing data."),
 )}

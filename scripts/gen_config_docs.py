@@ -19,6 +19,8 @@ NOTES = {
     "log.flush.interval.messages": "default: flushing is left to the OS page cache, as in Kafka",
     "offsets.topic.replication.factor": "clamped to the live brokers on a single node",
     "socket.request.max.bytes": "a request frame announcing more closes its connection",
+    "group.consumer.assignors": "KIP-848 server-side assignors; the first is the default",
+    "group.coordinator.rebalance.protocols": "drop `consumer` to refuse KIP-848 heartbeats",
 }
 
 INTRO = """# Configuration

@@ -8,6 +8,9 @@ APT_PACKAGES=(kcat)   # zookeeper arrives with the cluster tests
 if ! command -v javac >/dev/null 2>&1; then
     APT_PACKAGES+=(openjdk-17-jdk-headless)   # compiles and runs compat-tests/java/KafkaHarness.java
 fi
+if ! command -v node >/dev/null 2>&1; then
+    APT_PACKAGES+=(nodejs npm)   # runs compat-tests/node/kafkajs_driver.js
+fi
 if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq
@@ -16,6 +19,13 @@ if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
 fi
 
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test,fast]'
+
+# kafkajs for compat-tests/test_kafkajs.py, from package-lock.json; skipped while node_modules is newer than it.
+# The lz4 and zstd codecs compile native code (optional dependencies: a failed build skips only those tests).
+if command -v npm >/dev/null 2>&1 &&
+        [ ! compat-tests/node/node_modules/.package-lock.json -nt compat-tests/node/package-lock.json ]; then
+    npm ci --no-audit --no-fund --loglevel=error --prefix compat-tests/node
+fi
 
 python3 -m ruff check .
 

@@ -318,6 +318,39 @@ def records_section(
     return header, decompress(header.codec, body, max_output=max_output)
 
 
+def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
+    """The largest timestampDelta among a records section's records (-1 when it has none).
+
+    Kafka takes a batch's maxTimestamp from its records, not from what the producer wrote in
+    the header. This hops from record to record by length, reading only the delta."""
+    largest = -1
+    pos = 0
+    size = len(section)
+    for _ in range(record_count):
+        if pos >= size:
+            raise CorruptRecordError("records section ends before its record count")
+        byte = section[pos]
+        if byte < 0x80:
+            length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif pos + 1 < size and section[pos + 1] < 0x80:  # records of 64 B to 8 KiB
+            raw = (byte & 0x7F) | (section[pos + 1] << 7)
+            length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            length, pos = read_varint(section, pos)
+        end = pos + length
+        if length < 6 or end > size:
+            raise CorruptRecordError(f"record length {length} out of bounds")
+        byte = section[pos + 1]  # after the attributes byte
+        if byte < 0x80:
+            delta = (byte >> 1) ^ -(byte & 1)
+        else:
+            delta, _ = read_varlong(section, pos + 1)
+        if delta > largest:
+            largest = delta
+        pos = end
+    return largest
+
+
 def iter_records(buf: _Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:
     """Records of the batch at `pos`, decompressing first if needed. Does not check CRC."""
     header, section = records_section(buf, pos, max_output=max_output)

@@ -12,6 +12,16 @@
 //   admin-describe <bootstrap> <topic>
 //   list-offsets   <bootstrap> <topic> <partition> <earliest|latest|timestamp:N|max-timestamp>...
 //   admin-delete   <bootstrap> <topic>
+//   commit         <bootstrap> <group> <topic> <partition>:<offset>[:<metadata>]...   (commitSync, no subscription)
+//   committed      <bootstrap> <group> <topic> <partition>...                           (KafkaConsumer.committed)
+//   admin-groups   <bootstrap> <group>        (listConsumerGroups, describeConsumerGroups, listConsumerGroupOffsets)
+//   admin-alter-offsets <bootstrap> <group> <topic> <partition>:<offset>...
+//   admin-delete-groups <bootstrap> <group>...
+//   list-offsets-all <bootstrap> <read_uncommitted|read_committed> <earliest|latest|timestamp:N> <topic>...
+//                  (every partition of the topics in one Admin.listOffsets call, as Spark's driver does)
+//   admin-list-topics <bootstrap> [internal]   (Admin.listTopics; Spark's subscribePattern)
+//   spark-fetch    <bootstrap> <topic> <partition> <offset> <poll-ms>
+//                  (one poll the way Spark's executors read: group.id, auto.offset.reset=none, seek)
 //
 // Several subcommands may share one JVM (startup costs about a second), separated by "--":
 //   produce <bootstrap> t 0 10 -- consume-assign <bootstrap> t 0 earliest 10
@@ -25,27 +35,38 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collection;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
@@ -113,6 +134,31 @@ public final class KafkaHarness {
             case "admin-delete":
                 need(args, 3, 3);
                 return adminDelete(args[1], args[2]);
+            case "commit":
+                need(args, 5, Integer.MAX_VALUE);
+                return commit(args[1], args[2], args[3], List.of(args).subList(4, args.length));
+            case "committed":
+                need(args, 5, Integer.MAX_VALUE);
+                return committed(args[1], args[2], args[3], List.of(args).subList(4, args.length));
+            case "admin-groups":
+                need(args, 3, 3);
+                return adminGroups(args[1], args[2]);
+            case "admin-alter-offsets":
+                need(args, 5, Integer.MAX_VALUE);
+                return adminAlterOffsets(args[1], args[2], args[3], List.of(args).subList(4, args.length));
+            case "admin-delete-groups":
+                need(args, 3, Integer.MAX_VALUE);
+                return adminDeleteGroups(args[1], List.of(args).subList(2, args.length));
+            case "list-offsets-all":
+                need(args, 5, Integer.MAX_VALUE);
+                return listOffsetsAll(args[1], args[2], args[3], List.of(args).subList(4, args.length));
+            case "admin-list-topics":
+                need(args, 2, 3);
+                return adminListTopics(args[1], args.length > 2 && args[2].equals("internal"));
+            case "spark-fetch":
+                need(args, 6, 6);
+                return sparkFetch(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]),
+                        Long.parseLong(args[5]));
             default:
                 throw new IllegalArgumentException("unknown subcommand " + command);
         }
@@ -324,6 +370,202 @@ public final class KafkaHarness {
         try (Admin admin = admin(bootstrap)) {
             admin.deleteTopics(List.of(topic)).all().get();
             emit(object("type", "deleted", "topic", topic));
+        }
+        return 0;
+    }
+
+    // ---- consumer groups: committed offsets and group admin ----------------------------------
+
+    static KafkaConsumer<byte[], byte[]> groupConsumer(String bootstrap, String group) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        return new KafkaConsumer<>(props);
+    }
+
+    /** "partition:offset[:metadata]" specs of one topic, in the order given. */
+    static Map<TopicPartition, OffsetAndMetadata> offsetSpecs(String topic, List<String> specs) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+        for (String spec : specs) {
+            String[] parts = spec.split(":", 3);
+            offsets.put(new TopicPartition(topic, Integer.parseInt(parts[0])),
+                    new OffsetAndMetadata(Long.parseLong(parts[1]), parts.length > 2 ? parts[2] : ""));
+        }
+        return offsets;
+    }
+
+    static int commit(String bootstrap, String group, String topic, List<String> specs) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = offsetSpecs(topic, specs);
+        try (KafkaConsumer<byte[], byte[]> consumer = groupConsumer(bootstrap, group)) {
+            consumer.commitSync(offsets);  // outside any generation: a "simple" commit
+        }
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : offsets.entrySet()) {
+            emit(object("type", "commit", "partition", entry.getKey().partition(), "offset", entry.getValue().offset()));
+        }
+        return 0;
+    }
+
+    static int committed(String bootstrap, String group, String topic, List<String> partitions) {
+        List<TopicPartition> wanted = new ArrayList<>();
+        for (String partition : partitions) {
+            wanted.add(new TopicPartition(topic, Integer.parseInt(partition)));
+        }
+        try (KafkaConsumer<byte[], byte[]> consumer = groupConsumer(bootstrap, group)) {
+            Map<TopicPartition, OffsetAndMetadata> found = consumer.committed(Set.copyOf(wanted));
+            for (TopicPartition tp : wanted) {
+                OffsetAndMetadata committed = found.get(tp);
+                Map<String, Object> line = object("type", "committed", "group", group, "partition", tp.partition());
+                line.put("offset", committed == null ? null : committed.offset());
+                line.put("metadata", committed == null ? null : committed.metadata());
+                emit(line);
+            }
+        }
+        return 0;
+    }
+
+    @SuppressWarnings("deprecation")  // ConsumerGroupListing.state() and ConsumerGroupDescription.state() in 3.9
+    static int adminGroups(String bootstrap, String group) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            for (ConsumerGroupListing listing : admin.listConsumerGroups().all().get()) {
+                Map<String, Object> line = object("type", "group_listing", "group", listing.groupId());
+                line.put("state", listing.state().map(Object::toString).orElse(null));
+                line.put("simple", listing.isSimpleConsumerGroup());
+                emit(line);
+            }
+            ConsumerGroupDescription description =
+                    admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+            List<Object> members = new ArrayList<>();
+            for (MemberDescription member : description.members()) {
+                Map<String, Object> m = object("member_id", member.consumerId(), "client_id", member.clientId());
+                m.put("instance_id", member.groupInstanceId().orElse(null));
+                List<Object> partitions = new ArrayList<>();
+                member.assignment().topicPartitions().stream().map(TopicPartition::partition).sorted()
+                        .forEach(partitions::add);
+                m.put("partitions", partitions);
+                members.add(m);
+            }
+            Map<String, Object> line = object("type", "group_description", "group", description.groupId());
+            line.put("state", description.state().toString());
+            line.put("assignor", description.partitionAssignor());
+            line.put("members", members);
+            emit(line);
+            Map<TopicPartition, OffsetAndMetadata> offsets =
+                    admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            offsets.keySet().stream()
+                    .sorted(Comparator.comparing(TopicPartition::topic).thenComparing(TopicPartition::partition))
+                    .forEach(tp -> {
+                        Map<String, Object> offset = object("type", "group_offset", "topic", tp.topic());
+                        offset.put("partition", tp.partition());
+                        offset.put("offset", offsets.get(tp).offset());
+                        offset.put("metadata", offsets.get(tp).metadata());
+                        emit(offset);
+                    });
+        }
+        return 0;
+    }
+
+    static int adminAlterOffsets(String bootstrap, String group, String topic, List<String> specs) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            admin.alterConsumerGroupOffsets(group, offsetSpecs(topic, specs)).all().get();
+        }
+        emit(object("type", "altered", "group", group));
+        return 0;
+    }
+
+    static int adminDeleteGroups(String bootstrap, List<String> groups) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            admin.deleteConsumerGroups(groups).all().get();
+        }
+        for (String group : groups) {
+            emit(object("type", "deleted_group", "group", group));
+        }
+        return 0;
+    }
+
+    // ---- what Spark's Kafka connector calls (spark-sql-kafka-0-10) -----------------------------
+
+    /** Spark's driver resolves earliest/latest/timestamp offsets of every partition it reads with one
+     *  Admin.listOffsets call under the consumer's isolation.level (read_uncommitted by default). */
+    static int listOffsetsAll(String bootstrap, String isolation, String spec, List<String> topics) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            Map<TopicPartition, OffsetSpec> query = new LinkedHashMap<>();
+            for (TopicDescription description : admin.describeTopics(topics).allTopicNames().get().values()) {
+                for (TopicPartitionInfo info : description.partitions()) {
+                    query.put(new TopicPartition(description.name(), info.partition()), offsetSpec(spec));
+                }
+            }
+            ListOffsetsOptions options = new ListOffsetsOptions(IsolationLevel.valueOf(isolation.toUpperCase()));
+            Map<TopicPartition, ListOffsetsResultInfo> found = admin.listOffsets(query, options).all().get();
+            List<TopicPartition> partitions = new ArrayList<>(found.keySet());
+            partitions.sort(Comparator.comparing(TopicPartition::topic).thenComparing(TopicPartition::partition));
+            for (TopicPartition tp : partitions) {
+                Map<String, Object> line = object("type", "offset", "topic", tp.topic(), "partition", tp.partition());
+                line.put("spec", spec);
+                line.put("isolation", isolation);
+                line.put("offset", found.get(tp).offset());
+                line.put("timestamp", found.get(tp).timestamp());
+                emit(line);
+            }
+        }
+        return 0;
+    }
+
+    static int adminListTopics(String bootstrap, boolean internal) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            List<TopicListing> listings = new ArrayList<>(
+                    admin.listTopics(new ListTopicsOptions().listInternal(internal)).listings().get());
+            listings.sort(Comparator.comparing(TopicListing::name));
+            for (TopicListing listing : listings) {
+                Map<String, Object> line = object("type", "topic_listing", "topic", listing.name());
+                line.put("internal", listing.isInternal());
+                line.put("topic_id", listing.topicId().toString());
+                emit(line);
+            }
+        }
+        return 0;
+    }
+
+    /** One read the way Spark's executors make it (KafkaDataConsumer): a consumer with a group.id that
+     *  never joins, auto.offset.reset=none, assign + seek + one poll, then the partition's available
+     *  range from seekToBeginning/seekToEnd + position. An offset below the log start offset makes the
+     *  poll throw OffsetOutOfRangeException, which is how failOnDataLoss notices deleted records. */
+    static int sparkFetch(String bootstrap, String topic, int partition, long offset, long pollMs) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, "spark-kafka-source-compat-executor");
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        TopicPartition tp = new TopicPartition(topic, partition);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, offset);
+            try {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(pollMs)).records(tp)) {
+                    Map<String, Object> line = object("type", "record", "partition", r.partition());
+                    line.put("offset", r.offset());
+                    line.put("timestamp", r.timestamp());
+                    line.put("key", r.key());
+                    line.put("value", r.value());
+                    line.put("headers", headers(r.headers()));
+                    emit(line);
+                }
+                emit(object("type", "polled", "position", consumer.position(tp)));
+            } catch (OffsetOutOfRangeException outOfRange) {
+                emit(object("type", "offset_out_of_range", "offset", outOfRange.offsetOutOfRangePartitions().get(tp)));
+            }
+            consumer.seekToBeginning(List.of(tp));
+            long earliest = consumer.position(tp);
+            consumer.seekToEnd(List.of(tp));
+            emit(object("type", "available_range", "earliest", earliest, "latest", consumer.position(tp)));
         }
         return 0;
     }

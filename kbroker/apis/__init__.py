@@ -3,6 +3,7 @@
 from kbroker.apis import (  # noqa: F401 - imported for their @handles registrations
     api_versions,
     configs,
+    consumer_groups,
     delete_records,
     describe_producers,
     fetch,

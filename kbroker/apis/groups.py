@@ -4,7 +4,7 @@ in kbroker.coordinator.groups."""
 
 from __future__ import annotations
 
-from kbroker.apis.registry import handles
+from kbroker.apis.registry import client_host, handles
 from kbroker.broker import Broker
 from kbroker.coordinator.groups import GroupState
 from wire import messages
@@ -15,11 +15,16 @@ from wire.errors import ErrorCode
 async def join_group(broker: Broker, header, request):
     Response = messages.JoinGroupResponse
     version = header.request_api_version
+    refused = broker.coordinator.classic_join_error(request.group_id)
+    if refused is not None:
+        return Response(error_code=refused, generation_id=-1, protocol_name=None if version >= 7 else "",
+                        leader="", member_id="", members=[])
     result = await broker.coordinator.groups.join(
         request.group_id, request.member_id, request.group_instance_id if version >= 5 else None,
-        header.client_id or "", "", request.session_timeout_ms,
+        header.client_id or "", client_host.get(), request.session_timeout_ms,
         request.rebalance_timeout_ms if version >= 1 else -1, request.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in request.protocols], require_known_member_id=version >= 4)
+        [(p.name, bytes(p.metadata)) for p in request.protocols], require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9)
     response = Response(
         error_code=result.error_code, generation_id=result.generation_id,
         protocol_name=result.protocol_name if result.protocol_name is not None or version >= 7 else "",
@@ -30,6 +35,8 @@ async def join_group(broker: Broker, header, request):
             for member_id, instance, metadata in result.members])
     if version >= 7:
         response.protocol_type = result.protocol_type
+    if version >= 9:
+        response.skip_assignment = result.skip_assignment
     return response
 
 
@@ -40,7 +47,8 @@ async def sync_group(broker: Broker, header, request):
     result = await broker.coordinator.groups.sync(
         request.group_id, request.member_id, request.generation_id,
         request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
-        {a.member_id: bytes(a.assignment) for a in request.assignments})
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+        request.group_instance_id if version >= 3 else None)
     response = Response(error_code=result.error_code, assignment=result.assignment)
     if version >= 5:
         response.protocol_type, response.protocol_name = result.protocol_type, result.protocol_name
@@ -50,7 +58,8 @@ async def sync_group(broker: Broker, header, request):
 @handles(12)
 async def heartbeat(broker: Broker, header, request):
     Response = messages.HeartbeatResponse
-    error = broker.coordinator.groups.heartbeat(request.group_id, request.member_id, request.generation_id)
+    instance = request.group_instance_id if header.request_api_version >= 3 else None
+    error = broker.coordinator.groups.heartbeat(request.group_id, request.member_id, request.generation_id, instance)
     return Response(error_code=error)
 
 
@@ -76,9 +85,10 @@ async def describe_groups(broker: Broker, header, request):
     described = []
     for group_id in request.groups:
         group = broker.coordinator.groups.group(group_id)
+        kip848 = broker.coordinator.consumer_groups.group(group_id) is not None  # not a classic group: Dead
         if group is None:
             # a group known only by its committed offsets (e.g. after a restart) is Empty
-            known = bool(broker.coordinator.offsets.group_offsets(group_id))
+            known = not kip848 and bool(broker.coordinator.offsets.group_offsets(group_id))
             state = GroupState.EMPTY.value if known else GroupState.DEAD.value
             members, protocol_type, protocol = [], "", ""
         else:
@@ -95,6 +105,8 @@ async def describe_groups(broker: Broker, header, request):
         error = ErrorCode.GROUP_ID_NOT_FOUND if missing and version >= 6 else ErrorCode.NONE
         entry = Group_(error_code=error, group_id=group_id, group_state=state, protocol_type=protocol_type,
                        protocol_data=protocol, members=members)
+        if kip848 and version >= 6:
+            entry.error_message = f"Group {group_id} is not a classic group."
         if version >= 3:
             entry.authorized_operations = -2147483648  # not requested / not computed
         described.append(entry)
@@ -105,23 +117,26 @@ async def describe_groups(broker: Broker, header, request):
 async def list_groups(broker: Broker, header, request):
     Response = messages.ListGroupsResponse
     version = header.request_api_version
-    wanted_states = set(request.states_filter) if version >= 4 else set()
-    wanted_types = set(request.types_filter) if version >= 5 else set()
+    # Kafka matches both filters case-insensitively
+    wanted_states = {s.strip().lower() for s in request.states_filter} if version >= 4 else set()
+    wanted_types = {t.strip().lower() for t in request.types_filter} if version >= 5 else set()
     coordinator = broker.coordinator
-    known = {g.group_id: (g.state.value, g.protocol_type or "") for g in coordinator.groups.groups.values()}
+    known = {g.group_id: (g.state.value, g.protocol_type or "", "classic") for g in coordinator.groups.groups.values()}
+    for group_id, consumer_group in coordinator.consumer_groups.groups.items():  # KIP-848 groups
+        known[group_id] = (consumer_group.state.value, "consumer", "consumer")
     for group_id in coordinator.offsets.offsets:
-        known.setdefault(group_id, (GroupState.EMPTY.value, ""))  # offsets only, e.g. after a restart
+        known.setdefault(group_id, (GroupState.EMPTY.value, "", "classic"))  # offsets only, e.g. after a restart
     listed = []
-    for group_id, (state, protocol_type) in sorted(known.items()):
-        if wanted_states and state not in wanted_states:
+    for group_id, (state, protocol_type, group_type) in sorted(known.items()):
+        if wanted_states and state.lower() not in wanted_states:
             continue
-        if wanted_types and "classic" not in {t.lower() for t in wanted_types}:
+        if wanted_types and group_type not in wanted_types:
             continue
         entry = Response.ListedGroup(group_id=group_id, protocol_type=protocol_type)
         if version >= 4:
             entry.group_state = state
         if version >= 5:
-            entry.group_type = "classic"
+            entry.group_type = group_type
         listed.append(entry)
     return Response(error_code=0, groups=listed)
 

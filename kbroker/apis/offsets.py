@@ -6,7 +6,7 @@ import uuid
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
-from kbroker.coordinator.groups import Group, GroupState, monotonic_ms
+from kbroker.coordinator.groups import Group, GroupState, validate_offset_commit
 from kbroker.coordinator.offsets import CommittedOffset
 from wire import messages
 from wire.errors import ErrorCode
@@ -51,20 +51,9 @@ async def find_coordinator(broker: Broker, header, request):
     return response
 
 
-def _commit_error(group: Group | None, generation: int, member_id: str) -> int:
+def _commit_error(group: Group | None, generation: int, member_id: str, group_instance_id: str | None = None) -> int:
     """Kafka's checks before a commit: simple commits only to groups without members."""
-    if group is None or (generation < 0 and group.state == GroupState.EMPTY):
-        return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
-    if group.state == GroupState.DEAD:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if group.state == GroupState.COMPLETING_REBALANCE:
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    if member_id not in group.members:
-        return ErrorCode.UNKNOWN_MEMBER_ID
-    if generation != group.generation_id:
-        return ErrorCode.ILLEGAL_GENERATION
-    group.members[member_id].last_heartbeat_ms = monotonic_ms()  # a member's commit counts as a heartbeat
-    return ErrorCode.NONE
+    return validate_offset_commit(group, member_id, group_instance_id, generation)
 
 
 @handles(8)
@@ -75,7 +64,12 @@ async def offset_commit(broker: Broker, header, request):
     group_id = request.group_id
     group = coordinator.groups.group(group_id)
     error = ErrorCode.INVALID_GROUP_ID if not group_id else _commit_error(
-        group, request.generation_id_or_member_epoch, request.member_id)
+        group, request.generation_id_or_member_epoch, request.member_id,
+        request.group_instance_id if version >= 7 else None)
+    consumer_group = coordinator.consumer_groups.group(group_id)
+    if consumer_group is not None:  # a KIP-848 group: member epochs, not generations
+        error = coordinator.consumer_groups.validate_offset_commit(
+            consumer_group, request.member_id, request.generation_id_or_member_epoch, version)
     now = now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
     results: list[tuple[str, uuid.UUID, list[tuple[int, int]]]] = []
@@ -107,7 +101,7 @@ async def offset_commit(broker: Broker, header, request):
         except Exception:
             results = [(name, topic_id, [(i, ErrorCode.UNKNOWN_SERVER_ERROR if c == 0 else c) for i, c in parts])
                        for name, topic_id, parts in results]
-    if group is None and not error and commits:
+    if group is None and consumer_group is None and not error and commits:
         coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
     # name and topic_id are both ignorable: the encoder keeps whichever the version has
     return Response(throttle_time_ms=0, topics=[
@@ -164,6 +158,11 @@ async def offset_fetch(broker: Broker, header, request):
 
         groups = []
         for g in request.groups:
+            if version >= 9:  # a KIP-848 member names itself and its epoch
+                error = broker.coordinator.consumer_groups.offset_fetch_error(g.group_id, g.member_id, g.member_epoch)
+                if error:
+                    groups.append(Group_(group_id=g.group_id, error_code=error, topics=[]))
+                    continue
             if version >= 10:
                 topics = [Topic_(topic_id=topic_id, partitions=[partition(p, c, e) for p, c, e in parts])
                           for topic_id, parts in _v10_topics(broker, g.group_id, g.topics)]
@@ -212,11 +211,14 @@ async def offset_delete(broker: Broker, header, request):
     Response = messages.OffsetDeleteResponse
     coordinator = broker.coordinator
     group = coordinator.groups.group(request.group_id)
+    consumer_group = coordinator.consumer_groups.group(request.group_id)
     offsets = coordinator.offsets.group_offsets(request.group_id)
-    if group is None and not offsets:
+    if group is None and consumer_group is None and not offsets:
         return Response(error_code=ErrorCode.GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     active = group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)
     subscribed = _subscribed_topics(group) if active else set()
+    if consumer_group is not None:  # KIP-848: by name or through a regex
+        subscribed = consumer_group.subscribed_topic_names() | set(consumer_group.subscription_metadata)
     if subscribed is None:
         return Response(error_code=ErrorCode.NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
     doomed: list[tuple[str, int]] = []
@@ -247,12 +249,14 @@ async def delete_groups(broker: Broker, header, request):
     results = []
     for group_id in request.groups_names:
         group = coordinator.groups.group(group_id)
+        consumer_group = coordinator.consumer_groups.group(group_id)
         offsets = coordinator.offsets.group_offsets(group_id)
         if not group_id:
             code = ErrorCode.INVALID_GROUP_ID
-        elif group is None and not offsets:
+        elif group is None and consumer_group is None and not offsets:
             code = ErrorCode.GROUP_ID_NOT_FOUND
-        elif group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD):
+        elif (consumer_group is not None and consumer_group.members) or \
+                (group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)):
             code = ErrorCode.NON_EMPTY_GROUP
         else:
             coordinator.offsets.delete(group_id, list(offsets), now_ms())

@@ -8,12 +8,17 @@ served and what is not is written down in one place.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from wire import messages
 
 HandlerFunction = Callable[..., Awaitable[Any]]
+
+# The address of the client whose request is being handled, as Kafka prints it ("/127.0.0.1");
+# the network layer sets it, group coordinators report it in DescribeGroups.
+client_host: ContextVar[str] = ContextVar("client_host", default="")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The broker's one coordinator object: committed offsets plus classic group membership."""
+"""The broker's one coordinator object: committed offsets, classic groups and KIP-848 consumer groups."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import asyncio
 import logging
 import time
 
+from kbroker.coordinator.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupState
 from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member, monotonic_ms
 from kbroker.coordinator.offsets import GROUP_VALUE_VERSION, OffsetStore
 from wire import messages
+from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 OFFSETS_RETENTION_MS = 7 * 24 * 3600 * 1000       # offsets.retention.minutes = 10080
@@ -20,7 +22,8 @@ class Coordinator:
 
     def __init__(self, broker, offsets_retention_ms: int = OFFSETS_RETENTION_MS) -> None:
         self.offsets = OffsetStore(broker)
-        self.groups = GroupCoordinator(int(broker.config["group.initial.rebalance.delay.ms"]), self._persist)
+        self.groups = GroupCoordinator(int(broker.config["group.initial.rebalance.delay.ms"]), self._persist,
+                                       max_size=int(broker.config["group.max.size"]))
         for group_id, raw in self.offsets.loaded_groups.items():
             try:
                 self.groups.groups[group_id] = restore_group(group_id, raw)
@@ -28,6 +31,35 @@ class Coordinator:
                 log.exception("skipping unreadable metadata of group %s", group_id)
         self.offsets_retention_ms = offsets_retention_ms
         self._housekeeping: asyncio.Task | None = None
+        config = broker.config
+        self.consumer_protocol_enabled = "consumer" in config["group.coordinator.rebalance.protocols"]
+        self.consumer_groups = ConsumerGroupCoordinator(
+            lambda: broker.topics, int(config["group.consumer.heartbeat.interval.ms"]),
+            int(config["group.consumer.session.timeout.ms"]), config["group.consumer.assignors"],
+            claim_group_id=self._claim_for_consumer_group)
+
+    def _claim_for_consumer_group(self, group_id: str) -> bool:
+        """A KIP-848 group may take over an id whose classic group has no members (Kafka deletes
+        that empty classic group); a classic group with members keeps its id."""
+        classic = self.groups.group(group_id)
+        if classic is None:
+            return True
+        if classic.members or classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+            return False
+        self.forget_group(group_id)
+        return True
+
+    def classic_join_error(self, group_id: str) -> int | None:
+        """What a classic JoinGroup for a KIP-848 group's id gets: INCONSISTENT_GROUP_PROTOCOL while
+        it has members (kbroker does not mix protocols in one group); an empty one is deleted, as
+        Kafka does, and the join goes ahead (None)."""
+        group = self.consumer_groups.group(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        self.consumer_groups.forget(group_id)
+        return None
 
     def _persist(self, group: Group) -> None:
         try:
@@ -37,6 +69,7 @@ class Coordinator:
 
     def forget_group(self, group_id: str) -> None:
         """Drop a group for good: a tombstone for its metadata record, then out of memory."""
+        self.consumer_groups.forget(group_id)
         group = self.groups.groups.pop(group_id, None)
         if group is not None:
             group.state = GroupState.DEAD
@@ -47,6 +80,7 @@ class Coordinator:
     def start(self) -> None:
         """Start session expiry and the periodic offset expiry (call inside the broker's event loop)."""
         self.groups.start()
+        self.consumer_groups.start()
         if self._housekeeping is None:
             self._housekeeping = asyncio.get_running_loop().create_task(self._expire_offsets_forever())
 
@@ -63,6 +97,9 @@ class Coordinator:
         retention period after its commit or after the group became Empty, whichever is later."""
         removed = 0
         for group_id, committed in list(self.offsets.offsets.items()):
+            consumer_group = self.consumer_groups.group(group_id)
+            if consumer_group is not None and consumer_group.state != ConsumerGroupState.EMPTY:
+                continue  # KIP-848 groups keep offsets while they have members
             group = self.groups.group(group_id)
             if group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD):
                 continue
@@ -74,6 +111,9 @@ class Coordinator:
                 removed += len(expired)
             if group is not None and group.state == GroupState.EMPTY and not self.offsets.group_offsets(group_id):
                 self.forget_group(group_id)
+        for group_id, consumer_group in list(self.consumer_groups.groups.items()):
+            if consumer_group.state == ConsumerGroupState.EMPTY and not self.offsets.group_offsets(group_id):
+                self.consumer_groups.forget(group_id)  # an empty KIP-848 group without offsets goes too
         return removed
 
     def close(self) -> None:
@@ -81,6 +121,7 @@ class Coordinator:
             self._housekeeping.cancel()
             self._housekeeping = None
         self.groups.close()
+        self.consumer_groups.close()
 
 
 def encode_group(group: Group) -> bytes:

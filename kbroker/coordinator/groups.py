@@ -1,15 +1,21 @@
 """Classic consumer-group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
 
-Kafka's state machine, kept free of wire types so it can be tested directly:
+Kafka's state machine (GroupMetadataManager's classic groups), kept free of wire types so it
+can be tested directly:
 
     Empty --join--> PreparingRebalance --all joined / timeout--> CompletingRebalance
     CompletingRebalance --leader's SyncGroup--> Stable
-    Stable / CompletingRebalance --join, leave, expiry--> PreparingRebalance
+    Stable / CompletingRebalance --join, leave, expiry, missing SyncGroup--> PreparingRebalance
     PreparingRebalance --everyone gone--> Empty;   Empty with no offsets --> Dead
 
 Joins and syncs park on futures until the phase ends, as Kafka's delayed operations do.
-Group metadata records are not written yet, so a restarted broker starts every group Empty
-(members simply rejoin); committed offsets are durable (see offsets.py).
+Timers: the join phase ends after the rebalance timeout (or the initial delay for a new
+group), members that do not send SyncGroup within the rebalance timeout after the join
+phase are removed (pending sync), and members silent past their session timeout expire.
+
+Static members (KIP-345) carry a `group.instance.id`: a restarted instance takes over its
+old member without a rebalance while the group is Stable and its protocol stays the same,
+and the old member id is fenced (FENCED_INSTANCE_ID) from then on.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from wire.errors import ErrorCode
 
 MIN_SESSION_TIMEOUT_MS = 6000        # group.min.session.timeout.ms
 MAX_SESSION_TIMEOUT_MS = 1_800_000   # group.max.session.timeout.ms
+DEFAULT_GROUP_MAX_SIZE = 2_147_483_647  # group.max.size
 
 
 class GroupState(enum.Enum):
@@ -50,6 +57,7 @@ class JoinResult:
     leader: str = ""
     member_id: str = ""
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
 
 
 @dataclass
@@ -78,6 +86,10 @@ class Member:
     def metadata_for(self, protocol: str) -> bytes:
         return next(m for name, m in self.protocols if name == protocol)
 
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_waiter is not None and not self.join_waiter.done()
+
 
 class Group:
     def __init__(self, group_id: str) -> None:
@@ -88,11 +100,24 @@ class Group:
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
-        self.pending_members: set[str] = set()   # ids handed out with MEMBER_ID_REQUIRED
+        # ids handed out with MEMBER_ID_REQUIRED, each with the monotonic ms its session ends
+        self.pending_members: dict[str, float] = {}
+        self.pending_sync: set[str] = set()  # members yet to send SyncGroup for this generation
         self.new_member_added = False
         self.join_timer: asyncio.Task | None = None
+        self.sync_timer: asyncio.Task | None = None
         self.in_initial_delay = False  # the first generation waits out the initial delay
         self.empty_since_ms = 0  # wall clock when the group last became Empty (KIP-211 offset expiry)
+
+    def static_member_id(self, group_instance_id: str) -> str | None:
+        """The member id a static instance currently maps to."""
+        return next((m.member_id for m in self.members.values() if m.group_instance_id == group_instance_id), None)
+
+    def num_awaiting_join(self) -> int:
+        return sum(1 for m in self.members.values() if m.awaiting_join)
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def candidate_protocols(self) -> set[str]:
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]
@@ -115,15 +140,16 @@ class Group:
         return max(votes, key=lambda name: votes[name])
 
     def all_joined(self) -> bool:
-        return not self.pending_members and all(m.join_waiter is not None for m in self.members.values())
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
 
 class GroupCoordinator:
     """Every classic group of this broker; all methods run on the broker's event loop."""
 
-    def __init__(self, initial_rebalance_delay_ms: int,
-                 persist: Callable[[Group], None] | None = None) -> None:
+    def __init__(self, initial_rebalance_delay_ms: int, persist: Callable[[Group], None] | None = None,
+                 max_size: int = DEFAULT_GROUP_MAX_SIZE) -> None:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.max_size = max_size
         self._persist = persist or (lambda group: None)  # writes the group's metadata record
         self.groups: dict[str, Group] = {}
         self._expiry: asyncio.Task | None = None
@@ -147,19 +173,24 @@ class GroupCoordinator:
         if self._expiry is not None:
             self._expiry.cancel()
         for group in self.groups.values():
-            if group.join_timer is not None:
-                group.join_timer.cancel()
-                group.join_timer = None
+            for timer in (group.join_timer, group.sync_timer):
+                if timer is not None:
+                    timer.cancel()
+            group.join_timer = group.sync_timer = None
             for member in group.members.values():
-                waiter, member.join_waiter = member.join_waiter, None
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
+                self._finish_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
                 self._finish_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
     def expire_members(self, now_ms: float) -> None:
+        """Members awaiting a join or sync answer count as alive (Kafka's hasSatisfiedHeartbeat);
+        ids handed out with MEMBER_ID_REQUIRED lapse after one session timeout."""
         for group in list(self.groups.values()):
+            for member_id, deadline in list(group.pending_members.items()):
+                if now_ms > deadline:
+                    del group.pending_members[member_id]
+                    self._maybe_complete_join(group)
             for member in list(group.members.values()):
-                waiting = member.join_waiter is not None or member.sync_waiter is not None
+                waiting = member.awaiting_join or member.sync_waiter is not None
                 if not waiting and now_ms - member.last_heartbeat_ms > member.session_timeout_ms:
                     self._remove_member(group, member)
 
@@ -171,7 +202,7 @@ class GroupCoordinator:
     async def join(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
                    client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
                    protocol_type: str, protocols: list[tuple[str, bytes]],
-                   require_known_member_id: bool) -> JoinResult:
+                   require_known_member_id: bool, supports_skip_assignment: bool = False) -> JoinResult:
         self.start()
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
@@ -182,48 +213,80 @@ class GroupCoordinator:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
             group = self.groups[group_id] = Group(group_id)
+        if not self._accepts_joining_member(group, member_id):
+            self._reject_for_size(group, member_id)
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+        if group.state == GroupState.DEAD:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not group.supports(protocol_type, protocols):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has no rebalance timeout
 
         if not member_id:
-            new_id = f"{client_id}-{uuid.uuid4()}"
+            new_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
             if group_instance_id is not None:
-                # KIP-345 static member: it needs no MEMBER_ID_REQUIRED round, and a restarted
-                # instance replaces its old member (here through a rebalance, which Kafka avoids)
-                old = next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
-                if old is not None:
-                    self._remove_member(group, old)
-                member = Member(new_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                                rebalance_timeout_ms, protocol_type, protocols)
-                return await self._add_member_and_rebalance(group, member)
-            if require_known_member_id:
+                # KIP-345: a static member needs no MEMBER_ID_REQUIRED round
+                old_id = group.static_member_id(group_instance_id)
+                if old_id is not None:
+                    return await self._replace_static_member(group, old_id, new_id, protocols, session_timeout_ms,
+                                                             rebalance_timeout_ms, supports_skip_assignment)
+            elif require_known_member_id:
                 # KIP-394: hand out the id first; the member counts once it rejoins with it
-                group.pending_members.add(new_id)
+                group.pending_members[new_id] = monotonic_ms() + session_timeout_ms
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
             member = Member(new_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, protocols)
             return await self._add_member_and_rebalance(group, member)
 
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            del group.pending_members[member_id]
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, protocols)
             return await self._add_member_and_rebalance(group, member)
 
-        member = group.members.get(member_id)
-        if member is None:
-            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return JoinResult(error, member_id=member_id)
+        member = group.members[member_id]
         member.last_heartbeat_ms = monotonic_ms()
-        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
         unchanged = member.protocols == protocols
         if group.state == GroupState.COMPLETING_REBALANCE and unchanged:
             return self._join_result(group, member)  # a retried join: same answer again
         if group.state == GroupState.STABLE and unchanged and member_id != group.leader_id:
             return self._join_result(group, member)  # followers rejoining a stable group change nothing
+        if group.state == GroupState.EMPTY:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
         member.protocols = protocols
+        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
         return await self._wait_for_join(group, member)
+
+    def _accepts_joining_member(self, group: Group, member_id: str) -> bool:
+        """group.max.size, counted as Kafka does: while preparing a rebalance by the members
+        already rejoined (so the last to rejoin of an oversized group are the ones refused)."""
+        existing = group.members.get(member_id)
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return (existing is not None and existing.awaiting_join) or group.num_awaiting_join() < self.max_size
+        return existing is not None or len(group.members) < self.max_size
+
+    def _reject_for_size(self, group: Group, member_id: str) -> None:
+        group.pending_members.pop(member_id, None)
+        existing = group.members.get(member_id)
+        if existing is not None:
+            self._remove_member(group, existing, rebalance=False)
+            self._maybe_complete_join(group)
+
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, group_instance_id: str | None) -> int:
+        """Kafka's validateExistingMember: a static instance id must map to this member id."""
+        if group_instance_id is None:
+            return ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        current = group.static_member_id(group_instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if current == member_id else ErrorCode.FENCED_INSTANCE_ID
 
     async def _add_member_and_rebalance(self, group: Group, member: Member) -> JoinResult:
         if not group.members:
@@ -234,12 +297,42 @@ class GroupCoordinator:
         group.new_member_added = True
         return await self._wait_for_join(group, member)
 
+    async def _replace_static_member(self, group: Group, old_id: str, new_id: str, protocols: list[tuple[str, bytes]],
+                                     session_timeout_ms: int, rebalance_timeout_ms: int,
+                                     supports_skip_assignment: bool) -> JoinResult:
+        """A known instance joins with a new member id: the new id takes the old member's place
+        (and assignment), and the old id is fenced. A Stable group keeps its generation when the
+        protocol it would select stays the same; otherwise the group rebalances."""
+        old = group.members[old_id]
+        self._finish_join(old, JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        self._finish_sync(old, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        previous_leader = group.leader_id
+        member = Member(new_id, old.group_instance_id, old.client_id, old.client_host, session_timeout_ms,
+                        rebalance_timeout_ms, old.protocol_type, protocols, old.assignment)
+        # keep the member's place, so protocol votes and leader choice see the same order
+        group.members = {new_id if mid == old_id else mid: member if mid == old_id else m
+                         for mid, m in group.members.items()}
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        if old_id in group.pending_sync:
+            group.pending_sync.discard(old_id)
+            group.pending_sync.add(new_id)
+        if group.state == GroupState.STABLE and group.protocol_name == group.select_protocol():
+            self._persist(group)
+            if supports_skip_assignment and group.leader_id == new_id:
+                # JoinGroup v9: the leader learns it leads but must not compute a new assignment
+                return JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
+                                  new_id, new_id, self._member_list(group), skip_assignment=True)
+            # older clients see the previous leader id, so a returning leader does not reassign
+            return JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
+                              previous_leader or "", new_id)
+        return await self._wait_for_join(group, member)
+
     async def _wait_for_join(self, group: Group, member: Member) -> JoinResult:
         waiter: asyncio.Future = asyncio.get_running_loop().create_future()
-        if member.join_waiter is not None and not member.join_waiter.done():
-            member.join_waiter.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
+        self._finish_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
         member.join_waiter = waiter
-        if group.state != GroupState.PREPARING_REBALANCE:
+        if group.state in (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group)
         else:
             self._maybe_complete_join(group)
@@ -251,12 +344,14 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.assignment = b""
                 self._finish_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        self._cancel_sync_timer(group)
+        group.pending_sync.clear()
         initial = group.state == GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
         if group.join_timer is not None:
             group.join_timer.cancel()
         group.in_initial_delay = False
-        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        timeout = group.rebalance_timeout_ms()
         loop = asyncio.get_running_loop()
         if initial:
             group.new_member_added = False
@@ -288,20 +383,27 @@ class GroupCoordinator:
         self._complete_join(group)
 
     def _maybe_complete_join(self, group: Group) -> None:
-        timer = group.join_timer
         if group.state == GroupState.PREPARING_REBALANCE and not group.in_initial_delay and group.all_joined():
-            if timer is not None:
-                timer.cancel()
-                group.join_timer = None
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
+        """End the join phase: dynamic members that did not rejoin are dropped (static ones stay
+        until their session or the pending sync expires), and the next generation starts."""
         if group.state != GroupState.PREPARING_REBALANCE:
             return
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
         for member in list(group.members.values()):
-            if member.join_waiter is None:
+            if not member.awaiting_join and member.group_instance_id is None:
                 self._remove_member(group, member, rebalance=False)
-        group.pending_members.clear()
+        if group.members and not any(m.awaiting_join for m in group.members.values()):
+            # only silent static members are left: wait another rebalance timeout for them
+            group.join_timer = asyncio.get_running_loop().create_task(
+                self._delayed_join(group, group.rebalance_timeout_ms()))
+            return
+        if group.leader_id not in group.members or not group.members[group.leader_id].awaiting_join:
+            group.leader_id = next((m.member_id for m in group.members.values() if m.awaiting_join), None)
         group.generation_id += 1
         if not group.members:
             group.state = GroupState.EMPTY
@@ -310,39 +412,75 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             return
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
         group.protocol_name = group.select_protocol()
         group.state = GroupState.COMPLETING_REBALANCE
         now = monotonic_ms()
         for member in group.members.values():
-            waiter, member.join_waiter = member.join_waiter, None
             member.last_heartbeat_ms = now
-            if waiter is not None and not waiter.done():
-                waiter.set_result(self._join_result(group, member))
+            self._finish_join(member, self._join_result(group, member))
+        group.pending_sync = set(group.members)
+        group.sync_timer = asyncio.get_running_loop().create_task(
+            self._expire_pending_sync(group, group.generation_id, group.rebalance_timeout_ms()))
+
+    async def _expire_pending_sync(self, group: Group, generation_id: int, rebalance_timeout_ms: int) -> None:
+        """Kafka's pending-sync expiry: members that got their JoinGroup answer but sent no
+        SyncGroup within the rebalance timeout are removed, and the group rebalances."""
+        await asyncio.sleep(rebalance_timeout_ms / 1000)
+        group.sync_timer = None
+        stalled = group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+        if generation_id != group.generation_id or not stalled or not group.pending_sync:
+            return
+        for member_id in list(group.pending_sync):
+            member = group.members.get(member_id)
+            if member is not None:
+                self._remove_member(group, member, rebalance=False)
+        group.pending_sync.clear()
+        self._prepare_rebalance(group)
+
+    @staticmethod
+    def _cancel_sync_timer(group: Group) -> None:
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+
+    def _clear_pending_sync(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            self._cancel_sync_timer(group)
+
+    @staticmethod
+    def _member_list(group: Group) -> list[tuple[str, str | None, bytes]]:
+        return [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                for m in group.members.values()]
 
     def _join_result(self, group: Group, member: Member) -> JoinResult:
-        members = []
-        if member.member_id == group.leader_id:
-            members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                       for m in group.members.values()]
+        members = self._member_list(group) if member.member_id == group.leader_id else []
         return JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
                           group.leader_id or "", member.member_id, members)
 
     async def sync(self, group_id: str, member_id: str, generation_id: int, protocol_type: str | None,
-                   protocol_name: str | None, assignments: dict[str, bytes]) -> SyncResult:
+                   protocol_name: str | None, assignments: dict[str, bytes],
+                   group_instance_id: str | None = None) -> SyncResult:
         group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+        if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.state == GroupState.DEAD:
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return SyncResult(error)
         if generation_id != group.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.state == GroupState.EMPTY:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        member = group.members[member_id]
         member.last_heartbeat_ms = monotonic_ms()
         if group.state == GroupState.PREPARING_REBALANCE:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        self._clear_pending_sync(group, member_id)
         if group.state == GroupState.STABLE:
             return self._sync_result(group, member)
         waiter: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -360,19 +498,32 @@ class GroupCoordinator:
         return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
 
     @staticmethod
+    def _finish_join(member: Member, result: JoinResult) -> None:
+        waiter, member.join_waiter = member.join_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(result)
+
+    @staticmethod
     def _finish_sync(member: Member, result: SyncResult) -> None:
         waiter, member.sync_waiter = member.sync_waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(result)
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None) -> int:
         group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
-        member.last_heartbeat_ms = monotonic_ms()
+        if group.state == GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        group.members[member_id].last_heartbeat_ms = monotonic_ms()
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
@@ -381,14 +532,21 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not member_id and group_instance_id is not None:
-            # KIP-345: a static member may leave by its instance id alone
-            member_id = next((m.member_id for m in group.members.values()
-                              if m.group_instance_id == group_instance_id), "")
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not member_id:
+            # KIP-345: a static member may be removed by its instance id alone (e.g. by an admin)
+            current = group.static_member_id(group_instance_id) if group_instance_id is not None else None
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            self._remove_member(group, group.members[current])
+            return ErrorCode.NONE
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            del group.pending_members[member_id]
             self._maybe_complete_join(group)
             return ErrorCode.NONE
+        if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -397,10 +555,9 @@ class GroupCoordinator:
 
     def _remove_member(self, group: Group, member: Member, rebalance: bool = True) -> None:
         group.members.pop(member.member_id, None)
-        if member.join_waiter is not None and not member.join_waiter.done():
-            member.join_waiter.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
-        member.join_waiter = None
+        self._finish_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
         self._finish_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._clear_pending_sync(group, member.member_id)
         if group.leader_id == member.member_id:
             group.leader_id = next(iter(group.members), None)
         if not rebalance:
@@ -409,3 +566,27 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
         elif group.state == GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group)
+
+
+def validate_offset_commit(group: Group | None, member_id: str, group_instance_id: str | None,
+                           generation_id: int) -> int:
+    """Kafka's ClassicGroup.validateOffsetCommit: simple commits (generation -1, no member)
+    go only to groups without members; members commit with their current generation."""
+    if group is None:
+        return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+    if group.state == GroupState.DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and group.state == GroupState.EMPTY:
+        return ErrorCode.NONE
+    if generation_id < 0 and not member_id and group_instance_id is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID  # a simple commit to a group that has members
+    if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    if group.state == GroupState.COMPLETING_REBALANCE:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    group.members[member_id].last_heartbeat_ms = monotonic_ms()  # a member's commit counts as a heartbeat
+    return ErrorCode.NONE

@@ -2,10 +2,13 @@
 
 Knows nothing of sockets. The request handlers use `LogManager` to find a `PartitionLog`,
 call `append` on produce and `read` on fetch (which returns a `FileSlice` for sendfile).
+`LogManager.start_cleaner` compacts `cleanup.policy=compact` logs in the background.
 """
 
+from kbroker.log.cleaner import CleanerConfig, LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
+    CompactedTopicKeyError,
     CorruptIndexError,
     CorruptRecordError,
     InconsistentMetadataError,
@@ -27,11 +30,14 @@ from kbroker.log.time_index import TimeIndex, TimestampOffset
 
 __all__ = [
     "AppendInfo",
+    "CleanerConfig",
+    "CompactedTopicKeyError",
     "CorruptIndexError",
     "CorruptRecordError",
     "FileSlice",
     "InconsistentMetadataError",
     "InvalidRecordError",
+    "LogCleaner",
     "LogConfig",
     "LogDirLockedError",
     "LogError",

@@ -1,7 +1,7 @@
 """Kafka's small text files at the root of a log dir (and `partition.metadata` in a partition dir).
 
 Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
-`log-start-offset-checkpoint`) are::
+`log-start-offset-checkpoint`, and the log cleaner's `cleaner-offset-checkpoint`) are::
 
     0                     <- format version
     2                     <- number of entries
@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "LOCK_FILE",
     "LOG_START_OFFSET_CHECKPOINT",
@@ -56,6 +57,7 @@ __all__ = [
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # first dirty offset per compacted partition
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA = "partition.metadata"

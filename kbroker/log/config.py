@@ -33,8 +33,13 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "cleanup.policy": "cleanup_policy",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
 _STRING_FIELDS = {"message_timestamp_type", "cleanup_policy"}
+_FLOAT_FIELDS = {"min_cleanable_dirty_ratio"}
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,13 @@ class LogConfig:
     message_timestamp_type: str = CREATE_TIME
     max_message_bytes: int = 1024 * 1024 + 12
     cleanup_policy: str = "delete"
+    producer_id_expiration_ms: int = 86_400_000
     file_delete_delay_ms: int = 60_000
+    # compaction (kbroker.log.cleaner)
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
@@ -66,6 +77,10 @@ class LogConfig:
             raise ValueError(f"segment.bytes must be in [1, {_INT_MAX}], not {self.segment_bytes}")
         if self.max_index_size < 12 or self.index_interval_bytes < 0 or self.segment_ms < 1:
             raise ValueError("segment.index.bytes >= 12, index.interval.bytes >= 0, segment.ms >= 1")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(f"min.cleanable.dirty.ratio must be in [0, 1], not {self.min_cleanable_dirty_ratio}")
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1:
+            raise ValueError("delete.retention.ms >= 0, min.compaction.lag.ms >= 0, max.compaction.lag.ms >= 1")
 
     @property
     def cleanup_policies(self) -> tuple[str, ...]:
@@ -75,6 +90,11 @@ class LogConfig:
     @property
     def deletes_by_retention(self) -> bool:
         return "delete" in self.cleanup_policies
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner keeps only the latest record per key (kbroker.log.cleaner)."""
+        return "compact" in self.cleanup_policies
 
     @property
     def log_append_time(self) -> bool:
@@ -94,5 +114,8 @@ class LogConfig:
             field = TOPIC_CONFIG_NAMES.get(name)
             if field is None or raw is None:
                 continue
-            changes[field] = raw if field in _STRING_FIELDS else int(raw)
+            if field in _STRING_FIELDS:
+                changes[field] = raw
+            else:
+                changes[field] = float(raw) if field in _FLOAT_FIELDS else int(raw)
         return dataclasses.replace(self, **changes) if changes else self

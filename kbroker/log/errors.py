@@ -11,6 +11,7 @@ from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
 
 __all__ = [
+    "CompactedTopicKeyError",
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSnapshotError",
@@ -57,6 +58,15 @@ class InvalidRecordError(LogError):
     """A batch that is intact (CRC passes) but breaks Kafka's rules for what a client may write."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+
+class CompactedTopicKeyError(InvalidRecordError):
+    """A record without a key sent to a compacted topic; `record_index` is its place in its batch
+    (Kafka reports it as the RecordError's batchIndex)."""
+
+    def __init__(self, message: str, record_index: int) -> None:
+        super().__init__(message)
+        self.record_index = record_index
 
 
 class UnsupportedMessageFormatError(LogError):

@@ -8,23 +8,40 @@ recovery point (from `recovery-point-offset-checkpoint`, 0 when unknown) is re-v
 batch by batch; the first bad batch ends the log, later segments are deleted, indexes are
 rebuilt. A segment whose index is missing or fails its sanity check is rebuilt either way.
 The same directory scan lists the `.snapshot` producer-state files for the log to load.
+
+Leftovers of the log cleaner are settled first, as Kafka's LogLoader does: `*.deleted` files
+go; `*.cleaned` files (a cleaning that never reached its swap) go, and so does any `*.swap`
+at or above the lowest `.cleaned` base offset; each remaining `<base>.log.swap` is a cleaned
+segment whose swap was interrupted, so the old segment files in [base, its next offset) are
+deleted and the `.swap` files renamed into place.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.producer_state import parse_snapshot_name
-from kbroker.log.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from kbroker.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
 from wire.exceptions import DecodeError
+from wire.records import HEADER_SIZE, MIN_BATCH_LENGTH, read_batch_header
 
 __all__ = ["LoadedLog", "load_segments", "segment_file_names"]
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned")
+_SEGMENT_FILE_ANY_STATE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.\w+)?$")
 
 
 @dataclass
@@ -39,16 +56,77 @@ class LoadedLog:
     snapshot_offsets: list[int]
 
 
+def _base_offset(name: str) -> int | None:
+    match = _SEGMENT_FILE_ANY_STATE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _next_offset_of_log_file(path: Path, base_offset: int) -> int:
+    """Offset after the last whole batch of a `.log` file, read header by header."""
+    next_offset = base_offset
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        position = 0
+        while position + HEADER_SIZE <= size:
+            try:
+                header = read_batch_header(os.pread(fd, HEADER_SIZE, position))
+            except DecodeError:
+                break
+            if header.batch_length < MIN_BATCH_LENGTH or position + header.size > size:
+                break
+            next_offset = header.next_offset
+            position += header.size
+    finally:
+        os.close(fd)
+    return next_offset
+
+
+def _settle_cleaner_leftovers(directory: Path) -> None:
+    """Finish or undo interrupted cleaner swaps (see the module docstring), as Kafka's LogLoader."""
+    swaps: list[Path] = []
+    min_cleaned: int | None = None
+    for path in list(directory.iterdir()):
+        if path.name.endswith(DELETED_SUFFIX):
+            path.unlink(missing_ok=True)
+        elif path.name.endswith(CLEANED_SUFFIX):
+            base = _base_offset(path.name[: -len(CLEANED_SUFFIX)])
+            if base is not None:
+                min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+            path.unlink(missing_ok=True)
+        elif path.name.endswith(SWAP_SUFFIX):
+            swaps.append(path)
+    if min_cleaned is not None:
+        for path in [p for p in swaps if (_base_offset(p.name[: -len(SWAP_SUFFIX)]) or 0) >= min_cleaned]:
+            path.unlink(missing_ok=True)
+            swaps.remove(path)
+    if not swaps:
+        return
+    ranges = []
+    for path in swaps:
+        stem = path.name[: -len(SWAP_SUFFIX)]
+        base = _base_offset(stem)
+        if base is not None and stem.endswith(LOG_SUFFIX):
+            ranges.append((base, _next_offset_of_log_file(path, base)))
+    if ranges:
+        low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        for path in list(directory.iterdir()):
+            base = _base_offset(path.name)
+            if base is not None and low <= base < high and not path.name.endswith(SWAP_SUFFIX):
+                path.unlink(missing_ok=True)  # replaced by the cleaned segment but not yet renamed away
+    for path in swaps:
+        os.rename(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+    fsync_dir(directory)
+
+
 def _scan_directory(directory: Path) -> tuple[list[int], list[int]]:
-    """Base offsets of the `.log` files and offsets of the `.snapshot` files; removes leftovers
-    of interrupted deletes and orphan indexes."""
+    """Base offsets of the `.log` files and offsets of the `.snapshot` files; settles cleaner
+    leftovers and removes orphan indexes."""
+    _settle_cleaner_leftovers(directory)
     bases: set[int] = set()
     snapshots: list[int] = []
     orphans: list[tuple[int, Path]] = []
     for path in directory.iterdir():
-        if path.name.endswith(_LEFTOVER_SUFFIXES):
-            path.unlink(missing_ok=True)
-            continue
         match = _SEGMENT_FILE.match(path.name)
         if match is None:
             snapshot = parse_snapshot_name(path.name)

@@ -8,6 +8,10 @@ closes every log, writes the three offset checkpoints, then the marker, as Kafka
 Deleting a partition renames its directory to Kafka's `<topic>-<partition>.<uuid>-delete`
 and removes it at once (Kafka waits file.delete.delay.ms); a `-delete` directory left by a
 crash is removed on the next open.
+
+Like Kafka's LogManager it owns the log cleaner (kbroker.log.cleaner): `start_cleaner`
+starts its thread, deleting a partition aborts its cleaning and drops its checkpoint entry,
+and `close` stops the cleaner before it closes the logs.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from kbroker.log.checkpoints import (
     write_meta_properties,
     write_offsets_checkpoint,
 )
+from kbroker.log.cleaner import CleanerConfig, LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import InconsistentMetadataError, LogDirLockedError, LogError
 from kbroker.log.partition_log import PartitionLog
@@ -91,6 +96,7 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
         self._closed = False
+        self.cleaner: LogCleaner | None = None
         now = _now_ms() if now_ms is None else now_ms
         try:
             for log_dir in self.log_dirs:
@@ -231,6 +237,8 @@ class LogManager:
         if log is None:
             return False
         log_dir = self._dir_of.pop(tp)
+        if self.cleaner is not None:
+            self.cleaner.forget(tp, log_dir)
         log.close(flush=False)
         doomed = log_dir / _delete_dir_name(topic, partition)
         os.rename(log.dir, doomed)
@@ -238,6 +246,20 @@ class LogManager:
         shutil.rmtree(doomed, ignore_errors=True)
         self.checkpoint_dir(log_dir)
         return True
+
+    # --- the log cleaner ----------------------------------------------------------------
+
+    def start_cleaner(self, config: CleanerConfig | None = None) -> LogCleaner:
+        """Start compacting `cleanup.policy=compact` logs in a background thread (once)."""
+        self._check_open()
+        if self.cleaner is None:
+            self.cleaner = LogCleaner(self, config)
+            self.cleaner.start()
+        return self.cleaner
+
+    def stop_cleaner(self) -> None:
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
 
     # --- periodic work ------------------------------------------------------------------
 
@@ -308,6 +330,7 @@ class LogManager:
         """Clean shutdown: flush and close every log, checkpoint, then mark each dir clean."""
         if self._closed:
             return
+        self.stop_cleaner()
         for log in self._logs.values():
             log.close()
         for log_dir in self.log_dirs:

@@ -2,7 +2,9 @@
 
 Produce and fetch stay at batch level: `append` validates each batch (CRC-32C in C),
 patches offsets into one bytearray copy and writes it with one `write`; `read` returns a
-FileSlice for sendfile. Not thread-safe: one event loop (or one lock) owns a log.
+FileSlice for sendfile. One event loop owns a log; the only other thread is the log
+cleaner (kbroker.log.cleaner), so every public method takes `lock` (an uncontended RLock)
+and the cleaner holds it only to look at the segments and to swap cleaned ones in.
 
 Offsets kept here, as in Kafka's UnifiedLog: log start offset (first readable),
 log end offset (next to assign), high watermark (set by the caller; LEO on a single
@@ -18,15 +20,18 @@ snapshot at or below the log end and replays only the batch headers after it.
 from __future__ import annotations
 
 import bisect
+import functools
 import shutil
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
+    CompactedTopicKeyError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -36,14 +41,17 @@ from kbroker.log.errors import (
 from kbroker.log.file_slice import FileSlice
 from kbroker.log.loader import load_segments, segment_file_names
 from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
-from kbroker.log.segment import LogSegment
+from kbroker.log.record_keys import first_null_key
+from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from wire.exceptions import DecodeError
 from wire.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     BatchHeader,
+    max_record_timestamp_delta,
     patch_base_offset,
     patch_partition_leader_epoch,
+    records_section,
     set_max_timestamp,
     validate_batch,
 )
@@ -87,8 +95,34 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
+def _records_max_timestamp(buf: bytearray, position: int, header: BatchHeader) -> int:
+    if header.record_count <= 0:
+        return header.max_timestamp
+    _, section = records_section(buf, position)
+    return header.base_timestamp + max_record_timestamp_delta(section, header.record_count)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _locked(method: Callable) -> Callable:
+    """Run the method holding the log's lock (see the module docstring)."""
+
+    @functools.wraps(method)
+    def locked(self: PartitionLog, *args: object, **kwargs: object) -> object:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+class LastRecord(NamedTuple):
+    """What compaction must keep of an active producer (Kafka's LastRecord): the batch ending at
+    `last_data_offset` holds its last sequence; without data, its last marker holds the epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
 
 
 class PartitionLog:
@@ -110,6 +144,9 @@ class PartitionLog:
         now = _now_ms() if now_ms is None else now_ms
         self.dir = Path(directory)
         self.config = config or LogConfig()
+        self.lock = threading.RLock()
+        self._truncations = 0  # bumped by every truncation, so the cleaner can tell it raced one
+        self._cleaner_truncation_point: int | None = None
         loaded = load_segments(
             self.dir,
             self.config,
@@ -131,7 +168,8 @@ class PartitionLog:
         self._bound_cache: tuple[int, int, int] | None = None  # (offset bound, segment base, position)
         self._dir_dirty = False
         self._closed = False
-        self._producers = ProducerStateManager(self.dir, loaded.snapshot_offsets)
+        self._producers = ProducerStateManager(self.dir, loaded.snapshot_offsets,
+                                               self.config.producer_id_expiration_ms)
         self._producers.remove_stray_snapshots(self._bases)
         self._rebuild_producer_state(now, reload_from_clean_shutdown=had_clean_shutdown)
 
@@ -178,6 +216,7 @@ class PartitionLog:
 
     # --- produce ------------------------------------------------------------------------
 
+    @_locked
     def append(
         self,
         records: bytes | bytearray | memoryview,
@@ -245,6 +284,8 @@ class PartitionLog:
                 )
             header = validate_batch(buf, position)
             self._check_batch(header, coordinator)
+            if self.config.compact and not header.is_control:
+                self._check_keys(buf, position, header)
             headers.append(header)
             position += header.size
         return headers
@@ -256,6 +297,14 @@ class PartitionLog:
             )
         if not coordinator:
             self._check_client_batch(header)
+
+    def _check_keys(self, buf: bytearray, position: int, header: BatchHeader) -> None:
+        """Kafka's LogValidator rule for compacted topics: every record needs a key."""
+        index = first_null_key(memoryview(buf)[position : position + header.size], header)
+        if index is not None:
+            raise CompactedTopicKeyError(
+                f"Compacted topic cannot accept message without key in topic partition {self.dir.name}", index
+            )
 
     @staticmethod
     def _check_client_batch(header: BatchHeader) -> None:
@@ -288,8 +337,12 @@ class PartitionLog:
             if append_time:
                 set_max_timestamp(buf, position, LOG_APPEND_TIME, now_ms)
                 batch_max = now_ms
-            elif header.timestamp_type == LOG_APPEND_TIME:
-                set_max_timestamp(buf, position, CREATE_TIME, batch_max)
+            else:
+                # Kafka's LogValidator takes maxTimestamp from the records, whatever the
+                # producer wrote in the header (kafkajs, for one, can understate it)
+                batch_max = _records_max_timestamp(buf, position, header)
+                if batch_max != header.max_timestamp or header.timestamp_type == LOG_APPEND_TIME:
+                    set_max_timestamp(buf, position, CREATE_TIME, batch_max)
             next_offset += header.last_offset_delta + 1
             if batch_max > max_timestamp:
                 max_timestamp, offset_of_max = batch_max, next_offset - 1
@@ -321,6 +374,7 @@ class PartitionLog:
             return self.roll(now_ms)
         return segment
 
+    @_locked
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset; fsync the ones before it."""
         self._check_open()
@@ -357,6 +411,7 @@ class PartitionLog:
         else:
             self.maybe_flush(now_ms)
 
+    @_locked
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Flush if flush.ms has passed since the last flush (for a periodic scheduler)."""
         now = _now_ms() if now_ms is None else now_ms
@@ -366,6 +421,7 @@ class PartitionLog:
         self.flush(now)
         return True
 
+    @_locked
     def flush(self, now_ms: int | None = None) -> None:
         """fsync everything appended so far; the recovery point becomes the log end offset."""
         self._check_open()
@@ -385,6 +441,7 @@ class PartitionLog:
 
     # --- fetch --------------------------------------------------------------------------
 
+    @_locked
     def read(
         self,
         offset: int,
@@ -434,6 +491,7 @@ class PartitionLog:
 
     # --- ListOffsets --------------------------------------------------------------------
 
+    @_locked
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """First offset whose record timestamp is >= `timestamp` (ListOffsets), or None.
 
@@ -456,6 +514,7 @@ class PartitionLog:
                     return OffsetAndTimestamp(found[1], found[0])
         return None
 
+    @_locked
     def max_timestamp_offset(self) -> OffsetAndTimestamp | None:
         """Offset and timestamp of the first record holding the log's largest timestamp."""
         self._check_open()
@@ -465,6 +524,7 @@ class PartitionLog:
 
     # --- deletion: DeleteRecords, retention, truncation ---------------------------------
 
+    @_locked
     def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
         """DeleteRecords: move the log start offset up to `offset` (-1 = high watermark) and
         delete segments wholly below it. Returns the new log start offset (low watermark)."""
@@ -488,6 +548,7 @@ class PartitionLog:
         self._high_watermark = max(self._high_watermark, offset)
         self._recovery_point = max(self._recovery_point, offset)
 
+    @_locked
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole segments past retention.bytes / retention.ms (policy "delete") and
         those below the log start offset; returns how many segments went."""
@@ -564,6 +625,7 @@ class PartitionLog:
             self._producers.delete_snapshot(segment.base_offset)
         self._dir_dirty = True
 
+    @_locked
     def purge_deleted(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Remove the files of segments whose deletion delay has passed; returns how many."""
         now = _now_ms() if now_ms is None else now_ms
@@ -573,6 +635,7 @@ class PartitionLog:
             segment.delete()
         return len(due)
 
+    @_locked
     def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
         """Remove everything from the batch holding `offset` on (replica truncation).
 
@@ -588,6 +651,7 @@ class PartitionLog:
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now)
             return True
+        self._note_truncation(offset)
         later = [s for s in self._segments if s.base_offset > offset]
         if later:
             self._remove_segments(later, now)
@@ -598,10 +662,12 @@ class PartitionLog:
         self.purge_deleted(now)
         return True
 
+    @_locked
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Delete every segment and start an empty log at `offset`."""
         self._check_open()
         now = _now_ms() if now_ms is None else now_ms
+        self._note_truncation(0)
         self._remove_segments(list(self._segments), now)
         for name in segment_file_names(offset):
             (self.dir / name).unlink(missing_ok=True)
@@ -611,6 +677,11 @@ class PartitionLog:
         self._after_truncation()
         self._producers.truncate_fully_and_start_at(offset)
         self.purge_deleted(now)
+
+    def _note_truncation(self, offset: int) -> None:
+        self._truncations += 1
+        point = self._cleaner_truncation_point
+        self._cleaner_truncation_point = offset if point is None else min(point, offset)
 
     def _after_truncation(self) -> None:
         self._bound_cache = None
@@ -650,8 +721,77 @@ class PartitionLog:
             # read; producers missing from the table are accepted at any sequence anyway
             pass
 
+    # --- compaction (kbroker.log.cleaner calls these holding `lock`) ----------------------
+
+    @property
+    def truncation_count(self) -> int:
+        return self._truncations
+
+    def take_cleaner_truncation_point(self) -> int | None:
+        """The lowest offset truncated to since the last call (the cleaner's checkpoint must not
+        stay above it, as Kafka's maybeTruncateCheckpoint ensures), or None."""
+        point, self._cleaner_truncation_point = self._cleaner_truncation_point, None
+        return point
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the high watermark, or the first offset of the oldest open transaction."""
+        open_txns = [e.current_txn_first_offset for e in self._producers.producers.values()
+                     if e.current_txn_first_offset >= 0]
+        return min([self._high_watermark, *open_txns])
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """Per producer id still in the producer state, what compaction must keep of it."""
+        return {
+            pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            for pid, e in self._producers.producers.items()
+        }
+
+    def replace_segments(
+        self, cleaned: LogSegment, old: Sequence[LogSegment], *, truncations: int, now_ms: int | None = None
+    ) -> bool:
+        """Swap a cleaned `.cleaned` segment in for the adjacent segments `old`, crash-safely.
+
+        Kafka's order: rename the cleaned files to `.swap`, rename the old ones to `.deleted`
+        (their files stay open for in-flight fetches until file.delete.delay.ms), then drop the
+        `.swap` suffix; the loader finishes or undoes each step after a crash. Returns False,
+        changing nothing, when the log moved on meanwhile (closed, truncated since the cleaner
+        read `truncations`, or any of `old` no longer in the log). The lock is held for the
+        renames only; the last directory fsync (a crash before it is recovered from `.swap`)
+        comes after.
+        """
+        with self.lock:
+            swapped = self._swap_in(cleaned, old, truncations, _now_ms() if now_ms is None else now_ms)
+        if swapped:
+            fsync_dir(self.dir)
+        return swapped
+
+    def _swap_in(self, cleaned: LogSegment, old: Sequence[LogSegment], truncations: int, now: int) -> bool:
+        ids = [id(s) for s in self._segments]
+        if self._closed or truncations != self._truncations or not old or id(old[0]) not in ids:
+            return False
+        first = ids.index(id(old[0]))
+        if [id(s) for s in self._segments[first : first + len(old)]] != [id(s) for s in old]:
+            return False
+        if first + len(old) == len(self._segments):
+            raise ValueError("the active segment is never replaced by a cleaned one")
+        cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        deadline = now + self.config.file_delete_delay_ms
+        for segment in old:
+            segment.mark_deleted()
+            self._pending_deletes.append((deadline, segment))
+            if segment.base_offset != cleaned.base_offset:
+                self._producers.delete_snapshot(segment.base_offset)
+        cleaned.change_file_suffixes(SWAP_SUFFIX, "")
+        self._segments = [*self._segments[:first], cleaned, *self._segments[first + len(old) :]]
+        self._bases = [s.base_offset for s in self._segments]
+        self._bound_cache = None
+        return True
+
     # --- lifecycle ----------------------------------------------------------------------
 
+    @_locked
     def update_config(self, config: LogConfig) -> None:
         """New topic settings take effect from the next append/roll/retention pass."""
         self.config = config
@@ -660,6 +800,7 @@ class PartitionLog:
         if self._closed:
             raise ValueError(f"log {self.dir} is closed")
 
+    @_locked
     def close(self, flush: bool = True) -> None:
         """Flush (unless told not to), trim the active indexes, close every file, finish
         pending deletions."""
@@ -673,6 +814,7 @@ class PartitionLog:
         self.purge_deleted(force=True)
         self._closed = True
 
+    @_locked
     def delete(self) -> None:
         """Close without flushing and remove the whole directory."""
         self.close(flush=False)

@@ -274,9 +274,12 @@ class ProducerStateManager:
     loading a snapshot. Not thread-safe, like the log that owns it.
     """
 
-    def __init__(self, directory: Path, snapshot_offsets: Iterable[int] = ()) -> None:
-        """`snapshot_offsets`: the `.snapshot` files already in `directory` (from its scan)."""
+    def __init__(self, directory: Path, snapshot_offsets: Iterable[int] = (),
+                 expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
+        """`snapshot_offsets`: the `.snapshot` files already in `directory` (from its scan);
+        `expiration_ms`: producer.id.expiration.ms."""
         self.dir = Path(directory)
+        self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._snapshots: list[int] = sorted(set(snapshot_offsets))
         self._map_end_offset = 0
@@ -387,8 +390,11 @@ class ProducerStateManager:
 
     # --- expiry -------------------------------------------------------------------------
 
-    def remove_expired(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
-        """Forget producers idle for `expiration_ms` with no open transaction; returns how many."""
+    def remove_expired(self, now_ms: int, expiration_ms: int | None = None) -> int:
+        """Forget producers idle for `expiration_ms` (default: this manager's) with no open
+        transaction; returns how many."""
+        if expiration_ms is None:
+            expiration_ms = self.expiration_ms
         expired = [pid for pid, e in self._producers.items() if _is_expired(e, now_ms, expiration_ms)]
         for pid in expired:
             del self._producers[pid]
@@ -444,7 +450,7 @@ class ProducerStateManager:
                 self.delete_snapshot(offset)
                 continue
             self._producers = {
-                e.producer_id: e for e in entries if not _is_expired(e, now_ms, PRODUCER_ID_EXPIRATION_MS)
+                e.producer_id: e for e in entries if not _is_expired(e, now_ms, self.expiration_ms)
             }
             self._map_end_offset = self._last_snap_offset = offset
             return

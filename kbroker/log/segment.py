@@ -33,9 +33,11 @@ from wire.records import (
 )
 
 __all__ = [
+    "CLEANED_SUFFIX",
     "DELETED_SUFFIX",
     "INDEX_SUFFIX",
     "LOG_SUFFIX",
+    "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "LogSegment",
     "segment_name",
@@ -45,6 +47,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = OffsetIndex.SUFFIX
 TIME_INDEX_SUFFIX = TimeIndex.SUFFIX
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is still writing
+SWAP_SUFFIX = ".swap"  # a cleaned segment being swapped in (see kbroker.log.loader for crash recovery)
 _UNKNOWN = (-1, -1)  # (max timestamp, its offset) before any batch is seen
 
 
@@ -55,6 +59,12 @@ def segment_name(base_offset: int) -> str:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _replace_suffix(path: Path, old: str, new: str) -> Path:
+    if not path.name.endswith(old):
+        raise ValueError(f"{path} does not end with {old!r}")
+    return path.with_name(path.name[: len(path.name) - len(old)] + new)
 
 
 class LogSegment:
@@ -68,18 +78,22 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_size: int = 10 * 1024 * 1024,
         now_ms: int | None = None,
+        file_suffix: str = "",
     ) -> None:
+        """`file_suffix` is appended to all three names (".cleaned" while the cleaner writes one)."""
         stem = Path(directory) / segment_name(base_offset)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
-        self.log_path = stem.with_name(stem.name + LOG_SUFFIX)
+        self.log_path = stem.with_name(stem.name + LOG_SUFFIX + file_suffix)
         self._file = io.FileIO(self.log_path, "a+")  # O_APPEND; stays open as long as the segment
         self._fd = self._file.fileno()
         self._size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(stem.with_name(stem.name + INDEX_SUFFIX), base_offset, max_index_size)
+        self.offset_index = OffsetIndex(
+            stem.with_name(stem.name + INDEX_SUFFIX + file_suffix), base_offset, max_index_size
+        )
         self.time_index = TimeIndex(
-            stem.with_name(stem.name + TIME_INDEX_SUFFIX), base_offset, max_index_size
+            stem.with_name(stem.name + TIME_INDEX_SUFFIX + file_suffix), base_offset, max_index_size
         )
         self.created_ms = _now_ms() if now_ms is None else now_ms
         self._rolling_based_timestamp: int | None = None
@@ -129,6 +143,24 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
         return self._max_timestamp if self._max_timestamp >= 0 else self.last_modified_ms
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the mtime of the three files, as the cleaner does to keep a cleaned segment's age."""
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(path, ns=(time.time_ns(), ms * 1_000_000))
+
+    @property
+    def first_batch_timestamp(self) -> int | None:
+        """maxTimestamp of the first batch (what segment.ms and max.compaction.lag.ms age by)."""
+        return self._first_batch_timestamp()
+
+    def duplicate_fd(self) -> int:
+        """A new descriptor of the open `.log`, for a reader in another thread (the cleaner) that
+        must outlive a rename or deletion of the segment; the caller closes it."""
+        if self._file.closed:
+            raise ValueError(f"{self.log_path} is closed")
+        return os.dup(self._fd)
 
     # --- writing ------------------------------------------------------------------------
 
@@ -428,13 +460,17 @@ class LogSegment:
         self.time_index.close()
         self._file.close()
 
-    def mark_deleted(self) -> None:
-        """Rename the three files to `*.deleted`; open slices keep working until `delete()`."""
-        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the three files from `<name><old>` to `<name><new>`; open files and slices keep working."""
+        new_log = _replace_suffix(self.log_path, old, new)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
         for index in (self.offset_index, self.time_index):
-            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+            index.rename(_replace_suffix(index.path, old, new))
+
+    def mark_deleted(self) -> None:
+        """Rename the three files to `*.deleted`; open slices keep working until `delete()`."""
+        self.change_file_suffixes("", DELETED_SUFFIX)
 
     def delete(self) -> None:
         """Close and remove the files (under whichever names they have now)."""

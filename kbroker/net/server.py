@@ -29,6 +29,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from kbroker.apis.dispatch import MalformedRequest, ResponseFrame, dispatch
+from kbroker.apis.registry import client_host
 from kbroker.log.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class KafkaConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
+        self.client_host = ""
         self._buffer = bytearray()
         self._frames: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0
@@ -90,6 +92,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
+        self.client_host = f"/{self.peer[0]}" if isinstance(self.peer, tuple) else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -150,6 +153,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _run(self) -> None:
         """Handle queued frames in order until one has to wait; then send what is ready."""
+        client_host.set(self.client_host)  # handlers run in this context (and tasks copy it)
         while self._frames and self._waiting is None and not self._writing_paused and not self._closed:
             frame = self._frames.popleft()
             self._queued_bytes -= len(frame)

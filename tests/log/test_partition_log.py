@@ -427,3 +427,14 @@ def test_read_path_reads_only_batch_headers(tmp_path: Path, monkeypatch: pytest.
     assert slice_offsets(found)[0] == (300, 302) and len(slice_offsets(found)) == 20
     assert sizes and set(sizes) == {HEADER_SIZE}
     assert len(sizes) < 30  # index lookups keep the header scans short
+
+
+def test_append_takes_max_timestamp_from_the_records_not_the_header(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    records = [Record(0, NOW - 60_000, b"old", b"v", ()), Record(1, NOW, b"now", b"v", ())]
+    understated = build_batch(records, max_timestamp=NOW - 60_000)  # what kafkajs writes for mixed timestamps
+    info = log.append(understated, NOW)
+    assert info.max_timestamp == NOW
+    stored = log.read(0, 1 << 20).read_bytes()
+    assert read_batch_header(stored, 0).max_timestamp == NOW
+    assert log.offset_for_timestamp(NOW - 1).offset == 1

@@ -191,6 +191,15 @@ def test_idle_producers_expire(tmp_path: Path) -> None:
     assert PID not in log.producer_state.producers
 
 
+def test_producer_id_expiration_ms_sets_how_long_an_idle_producer_is_kept(tmp_path: Path) -> None:
+    log = _log(tmp_path, producer_id_expiration_ms=1_000)
+    log.append(_batch(0, timestamp=NOW), NOW)
+    log.apply_retention(NOW + 999)
+    assert PID in log.producer_state.producers
+    log.apply_retention(NOW + 1_000)
+    assert PID not in log.producer_state.producers
+
+
 # --- snapshot files ----------------------------------------------------------------------------
 
 

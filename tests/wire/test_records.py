@@ -24,6 +24,7 @@ from wire.records import (
     encode_records_section,
     iter_batches,
     iter_records,
+    max_record_timestamp_delta,
     parse_control_key,
     parse_end_txn_value,
     patch_base_offset,
@@ -536,3 +537,17 @@ def test_decompression_bomb_is_a_decode_error() -> None:
     assert len(batch) < 2000
     with pytest.raises(DecodeError):
         list(iter_records(batch, max_output=1_000_000))
+
+
+@pytest.mark.parametrize("value_size", [10, 100, 9_000])
+def test_max_record_timestamp_delta_is_the_largest_delta_in_the_section(value_size):
+    deltas = [0, 5, 70_000, 3]  # from the first record, which sets baseTimestamp; one- and multi-byte varints
+    records = [Record(i, 1_000 + d, b"k", b"v" * value_size, []) for i, d in enumerate(deltas)]
+    header, section = records_section(build_batch(records, max_timestamp=1_000))
+    assert max_record_timestamp_delta(section, header.record_count) == 70_000
+
+
+def test_max_record_timestamp_delta_refuses_a_section_shorter_than_its_count():
+    _, section = records_section(build_batch([Record(0, 1_000, None, b"v", [])]))
+    with pytest.raises(CorruptRecordError):
+        max_record_timestamp_delta(section, 2)

@@ -1,0 +1,175 @@
+"""Commit and read back a group's offsets with each client library, outside any group generation
+(a "simple" commit, as assign()-based consumers and tools do), for the cross-client tests.
+
+Every committer takes {partition: (offset, metadata)}; every reader answers {partition: (offset,
+metadata)}, with offset None when nothing is committed and metadata None when the client does
+not report it (aiokafka's committed() gives the offset only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+import pytest
+
+Offsets = dict[int, tuple[int, str]]
+Committed = dict[int, tuple[int | None, str | None]]
+CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka", "java")
+
+
+# ---- confluent-kafka --------------------------------------------------------------------------
+
+def _confluent_consumer(bootstrap: str, group: str):
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+
+
+def commit_confluent(bootstrap: str, group: str, topic: str, offsets: Offsets) -> None:
+    from confluent_kafka import TopicPartition
+
+    consumer = _confluent_consumer(bootstrap, group)
+    try:
+        results = consumer.commit(offsets=[TopicPartition(topic, p, o, metadata=m) for p, (o, m) in offsets.items()],
+                                  asynchronous=False)
+        assert all(tp.error is None for tp in results), results
+    finally:
+        consumer.close()
+
+
+def committed_confluent(bootstrap: str, group: str, topic: str, partitions: list[int]) -> Committed:
+    from confluent_kafka import TopicPartition
+
+    consumer = _confluent_consumer(bootstrap, group)
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=15)
+    finally:
+        consumer.close()
+    return {tp.partition: (tp.offset if tp.offset >= 0 else None, _confluent_metadata(tp)) for tp in found}
+
+
+def _confluent_metadata(tp) -> str | None:
+    """The metadata as confluent-kafka reads it, or None when it cannot: the binding reads it as
+    a C string, so without a NUL of its own (every writer but confluent-kafka) the bytes after it
+    are whatever follows in memory and may not decode (librdkafka issue #4649)."""
+    try:
+        return tp.metadata
+    except UnicodeDecodeError:
+        return None
+
+
+# ---- kafka-python -----------------------------------------------------------------------------
+
+def _kafka_python_consumer(bootstrap: str, group: str):
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                         request_timeout_ms=15000)
+
+
+def commit_kafka_python(bootstrap: str, group: str, topic: str, offsets: Offsets) -> None:
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = _kafka_python_consumer(bootstrap, group)
+    try:
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, m, -1) for p, (o, m) in offsets.items()})
+    finally:
+        consumer.close(autocommit=False)
+
+
+def committed_kafka_python(bootstrap: str, group: str, topic: str, partitions: list[int]) -> Committed:
+    from kafka import TopicPartition
+
+    consumer = _kafka_python_consumer(bootstrap, group)
+    try:
+        found = {p: consumer.committed(TopicPartition(topic, p), metadata=True) for p in partitions}
+    finally:
+        consumer.close(autocommit=False)
+    return {p: (c.offset, c.metadata) if c is not None else (None, None) for p, c in found.items()}
+
+
+# ---- aiokafka ---------------------------------------------------------------------------------
+
+async def _with_aiokafka(bootstrap: str, group: str, work):
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return await work(consumer)
+    finally:
+        await consumer.stop()
+
+
+def commit_aiokafka(bootstrap: str, group: str, topic: str, offsets: Offsets) -> None:
+    from aiokafka import TopicPartition
+
+    async def work(consumer):
+        consumer.assign([TopicPartition(topic, p) for p in offsets])  # aiokafka commits for assigned partitions
+        await consumer.commit({TopicPartition(topic, p): (o, m) for p, (o, m) in offsets.items()})
+
+    asyncio.run(_with_aiokafka(bootstrap, group, work))
+
+
+def committed_aiokafka(bootstrap: str, group: str, topic: str, partitions: list[int]) -> Committed:
+    from aiokafka import TopicPartition
+
+    async def work(consumer):
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in partitions}
+
+    found = asyncio.run(_with_aiokafka(bootstrap, group, work))
+    return {p: (offset, None) for p, offset in found.items()}
+
+
+# ---- Java kafka-clients (compat-tests/java/KafkaHarness.java) -----------------------------------
+
+def java_harness(tmp_path_factory: pytest.TempPathFactory):
+    """KafkaHarness.java compiled the way test_java_client.py compiles it (skips without a JDK)."""
+    from test_java_client import (
+        CLIENT_JARS,
+        HARNESS_SOURCE,
+        JavaHarness,
+        _client_jar_dir,
+        _kafka_clients_version,
+        _unavailable,
+    )
+
+    javac, java_binary = shutil.which("javac"), shutil.which("java")
+    if javac is None or java_binary is None:
+        _unavailable("no JDK on PATH (javac/java): install openjdk-17-jdk-headless (scripts/test.sh does)")
+    jar_dir = _client_jar_dir()
+    if jar_dir is None:
+        _unavailable("pyflink/lib/kafka-clients.jar not found: pip install shigawire-apache-flink-libraries")
+    jars = [str(jar_dir / name) for name in CLIENT_JARS]
+    classes = tmp_path_factory.mktemp("java-harness-groups")
+    compiled = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(jars),
+                               str(HARNESS_SOURCE)], capture_output=True, text=True, timeout=120, check=False)
+    if compiled.returncode != 0:
+        pytest.fail(f"javac failed on {HARNESS_SOURCE.name}:\n{compiled.stdout}{compiled.stderr}", pytrace=False)
+    return JavaHarness(java_binary, os.pathsep.join([str(classes), *jars]),
+                       _kafka_clients_version(jar_dir / "kafka-clients.jar"))
+
+
+def java_committers(harness) -> tuple[Callable, Callable]:
+    """(commit, committed) through the Java harness, with the same signatures as the others."""
+
+    def commit(bootstrap: str, group: str, topic: str, offsets: Offsets) -> None:
+        harness.run("commit", bootstrap, group, topic, *(f"{p}:{o}:{m}" for p, (o, m) in offsets.items()))
+
+    def committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> Committed:
+        lines = harness.run("committed", bootstrap, group, topic, *partitions)
+        return {line["partition"]: (line["offset"], line["metadata"]) for line in lines if line["type"] == "committed"}
+
+    return commit, committed
+
+
+PYTHON_COMMITTERS: dict[str, tuple[Callable, Callable]] = {
+    "confluent-kafka": (commit_confluent, committed_confluent),
+    "kafka-python": (commit_kafka_python, committed_kafka_python),
+    "aiokafka": (commit_aiokafka, committed_aiokafka),
+}

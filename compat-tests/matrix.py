@@ -1,0 +1,364 @@
+"""The compatibility matrix: every compat test's outcome by (scenario, client), written as Markdown.
+
+Each compat test names its column with `@pytest.mark.client("<client>")` and its row (or rows,
+when its assertions cover several behaviours) with `@pytest.mark.scenario("<Scenario name>")`.
+compat-tests/conftest.py registers `MatrixReport` and the `--matrix [PATH]` option.
+
+Under pytest-xdist the workers collect and run the tests while the controller receives every
+report through `pytest_runtest_logreport`; the markers travel with the report as a user property,
+so the controller, which collects nothing, still knows each test's cell.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import re
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+DEFAULT_REPORT = "compat-report.md"
+PROPERTY = "compat_matrix"  # user property carrying (client, scenarios) from a worker to the controller
+UNCLASSIFIED = "(unclassified)"
+
+CLIENT_ORDER = ("confluent-kafka", "kafka-python", "aiokafka", "java", "kcat", "kafkajs", "pyspark")
+SCENARIO_ORDER = (
+    "Metadata and broker discovery",
+    "Produce and consume: keys, null keys, null values",
+    "Headers",
+    "Explicit timestamps",
+    "Producer acks=1",
+    "Compression: gzip",
+    "Compression: snappy",
+    "Compression: lz4",
+    "Compression: zstd",
+    "Message sizes: 1 byte to near max.message.bytes",
+    "Consume from earliest",
+    "Consume from latest",
+    "Consume by timestamp",
+    "Consume from explicit offset",
+    "Offset out of range: auto.offset.reset",
+    "Watermarks: earliest and latest offsets",
+    "List offsets: max timestamp",
+    "Idempotent producer",
+    "Idempotent producer: retries across a broker restart",
+    "Create/describe/delete topics",
+    "Describe/alter configs",
+    "Create partitions",
+    "Delete records",
+    "Describe log dirs",
+    "Consumer group: subscribe and commit",
+    "Consumer group: resume from committed offsets",
+    "Consumer group: rebalance",
+    "Consumer group: static membership",
+    "Assignment strategy: range",
+    "Assignment strategy: roundrobin",
+    "Assignment strategy: cooperative-sticky",
+    "Consumer group protocol: consumer (KIP-848)",
+    "Consumer group admin: list/describe/delete",
+    "Consumer group admin: offsets and lag",
+    "Cross-client: produced by another client",
+    "Cross-client: committed offsets",
+    "Spark batch read: subscribe, subscribePattern, assign",
+    "Spark batch read: starting and ending offsets",
+    "Spark failOnDataLoss after DeleteRecords",
+    "Spark streaming: availableNow and maxOffsetsPerTrigger",
+    "Spark streaming: micro-batches while producing",
+    'Spark write: df.write.format("kafka")',
+    "Spark offset lookups via Java AdminClient",
+    "Spark topic discovery via Java AdminClient",
+    "Spark executor reads via Java consumer",
+    "Error: unknown topic with auto-create off",
+    "Error: message too large",
+    "Error: invalid topic name",
+    "Error: topic already exists",
+    "Error: invalid replication factor",
+)
+
+# A test's phases (setup, call, teardown) rank by severity: the worst one is the test's outcome.
+PASS, SKIP, KNOWN_FAIL, FAIL = "pass", "skip", "known-fail", "fail"
+RANK = {PASS: 0, SKIP: 1, KNOWN_FAIL: 2, FAIL: 3}
+SYMBOL = {PASS: "✅", SKIP: "⏭", KNOWN_FAIL: "❌ known", FAIL: "❌"}
+
+
+class UnclassifiedCompatTest(pytest.PytestWarning):
+    """A compat test without both a client and a scenario marker: it lands in the (unclassified) cells."""
+
+
+def add_options(parser: pytest.Parser) -> None:
+    parser.getgroup("compatibility matrix").addoption(
+        "--matrix", nargs="?", const=DEFAULT_REPORT, default=None, metavar="PATH",
+        help=f"write the compatibility matrix as Markdown to PATH (default {DEFAULT_REPORT}); "
+             "give it as --matrix=PATH or after the test paths")
+
+
+def report_path(config: pytest.Config) -> Path | None:
+    """Where to write the matrix, or None when --matrix was not given."""
+    value = config.getoption("--matrix")
+    if value is None:
+        return None
+    path = Path(value)
+    if path.is_dir() or path.suffix == ".py":
+        raise pytest.UsageError(f"--matrix takes a Markdown file, got {value!r}: write --matrix=PATH "
+                                "or put --matrix after the test paths")
+    return path
+
+
+# ---- classification -------------------------------------------------------------------------
+
+def classify(item: pytest.Item) -> tuple[str | None, list[str]]:
+    """(client, scenarios) named by the item's markers; the nearest client marker wins."""
+    client_marker = item.get_closest_marker("client")
+    client = _single_name(client_marker.args) if client_marker else None
+    scenarios: list[str] = []
+    for marker in item.iter_markers("scenario"):
+        name = _single_name(marker.args)
+        if name and name not in scenarios:
+            scenarios.append(name)
+    return client, scenarios
+
+
+def codec_params(codecs: Iterable[str | None], *uncompressed: str) -> list:
+    """One pytest.param per codec, in the row "Compression: <codec>"; the uncompressed run (None or
+    "none") goes in the rows `uncompressed`, the behaviours its assertions check besides compression."""
+    params = []
+    for codec in codecs:
+        name = codec or "none"
+        scenarios = uncompressed if name == "none" else (f"Compression: {name}",)
+        params.append(pytest.param(codec, id=name, marks=[pytest.mark.scenario(s) for s in scenarios]))
+    return params
+
+
+def _single_name(args: tuple) -> str | None:
+    return args[0] if len(args) == 1 and isinstance(args[0], str) and args[0].strip() else None
+
+
+# ---- outcomes -------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    client: str
+    scenarios: list[str]
+    status: str = PASS
+    detail: str = ""
+
+    def update(self, status: str, detail: str) -> None:
+        if RANK[status] > RANK[self.status]:
+            self.status, self.detail = status, detail
+
+
+def outcome_of(report: pytest.TestReport) -> tuple[str, str] | None:
+    """(status, detail) that one phase report contributes, or None for a phase that says nothing."""
+    if hasattr(report, "wasxfail"):
+        if report.skipped:
+            return KNOWN_FAIL, f"expected failure: {report.wasxfail}" if report.wasxfail else "expected failure"
+        if report.failed:  # strict xfail that passed
+            return FAIL, f"{_short_name(report.nodeid)}: passed although marked xfail (strict)"
+    if report.failed:
+        phase = "" if report.when == "call" else f" (error in {report.when})"
+        return FAIL, f"{_short_name(report.nodeid)} failed{phase}"
+    if report.skipped:
+        return SKIP, _skip_reason(report)
+    if report.passed and report.when == "call":
+        return PASS, ""
+    return None
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return re.sub(r"^Skipped: ", "", " ".join(str(reason).split()))
+
+
+def _short_name(nodeid: str) -> str:
+    return nodeid.rsplit("/", 1)[-1]
+
+
+@dataclass
+class Cell:
+    status: str
+    notes: list[str] = field(default_factory=list)
+
+
+def merge(outcomes: Iterable[Outcome]) -> Cell:
+    """One cell from its tests: failed if any failed, skipped only if all skipped, passed otherwise."""
+    outcomes = list(outcomes)
+    statuses = {o.status for o in outcomes}
+    status = next((s for s in (FAIL, KNOWN_FAIL) if s in statuses), SKIP if statuses == {SKIP} else PASS)
+    notes = [] if status == PASS else sorted({o.detail for o in outcomes if o.status == status and o.detail})
+    return Cell(status, notes)
+
+
+# ---- the pytest plugin ----------------------------------------------------------------------
+
+class MatrixReport:
+    """Tags compat tests with their cell at collection and gathers their outcomes on the controller."""
+
+    def __init__(self, config: pytest.Config, compat_dir: Path, broker: str, path: Path | None) -> None:
+        self.config = config
+        self.compat_dir = compat_dir.resolve()
+        self.broker = broker
+        self.path = path
+        self.outcomes: dict[str, Outcome] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if not item.path.resolve().is_relative_to(self.compat_dir):
+                continue
+            client, scenarios = classify(item)
+            if client is None or not scenarios:
+                missing = " and ".join(name for name, value in (("client", client), ("scenario", scenarios))
+                                       if not value)
+                item.warn(UnclassifiedCompatTest(
+                    f"no {missing} marker: the compatibility matrix reports this test under {UNCLASSIFIED}"))
+            item.user_properties.append((PROPERTY, [client or UNCLASSIFIED, scenarios or [UNCLASSIFIED]]))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: the controller sees the same report
+        cell = next((value for name, value in report.user_properties if name == PROPERTY), None)
+        contribution = outcome_of(report)
+        if cell is None or contribution is None:
+            return
+        client, scenarios = cell
+        outcome = self.outcomes.setdefault(report.nodeid, Outcome(client, list(scenarios)))
+        outcome.update(*contribution)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.path is None or hasattr(self.config, "workerinput"):
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(render(self.outcomes.values(), self.broker, client_versions(self.compat_dir)),
+                             encoding="utf-8")
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.path is not None and not hasattr(self.config, "workerinput"):
+            terminalreporter.write_line(f"compatibility matrix written to {self.path}")
+
+
+# ---- Markdown -------------------------------------------------------------------------------
+
+def _ordered(names: Iterable[str], order: tuple[str, ...]) -> list[str]:
+    known = [name for name in order if name in names]
+    others = sorted(name for name in names if name not in order and name != UNCLASSIFIED)
+    return known + others + ([UNCLASSIFIED] if UNCLASSIFIED in names else [])
+
+
+def render(outcomes: Iterable[Outcome], broker: str, versions: dict[str, str],
+           today: datetime.date | None = None) -> str:
+    outcomes = list(outcomes)
+    by_cell: dict[tuple[str, str], list[Outcome]] = {}
+    for outcome in outcomes:
+        for scenario in outcome.scenarios:
+            by_cell.setdefault((scenario, outcome.client), []).append(outcome)
+    clients = _ordered({client for _, client in by_cell}, CLIENT_ORDER)
+    scenarios = _ordered({scenario for scenario, _ in by_cell}, SCENARIO_ORDER)
+    footnotes: dict[str, int] = {}
+
+    def cell_text(scenario: str, client: str) -> str:
+        tests = by_cell.get((scenario, client))
+        if not tests:
+            return ""
+        cell = merge(tests)
+        marks = "".join(f"[^{footnotes.setdefault(note, len(footnotes) + 1)}]" for note in cell.notes)
+        return SYMBOL[cell.status] + marks
+
+    rows = [f"| {_escape(scenario)} | " + " | ".join(cell_text(scenario, client) for client in clients) + " |"
+            for scenario in scenarios]
+    counts = {status: sum(o.status == status for o in outcomes) for status in RANK}
+    lines = [
+        f"- **Broker:** {broker}",
+        f"- **Date:** {(today or datetime.datetime.now(datetime.UTC).date()).isoformat()}",
+        f"- **Tests:** {len(outcomes)}: {counts[PASS]} passed, {counts[FAIL]} failed, "
+        f"{counts[KNOWN_FAIL]} known failures (xfail), {counts[SKIP]} skipped",
+        "- **Clients:**",
+        *(f"  - {name} {version}" for name, version in versions.items()),
+        "",
+        "✅ passes · ❌ fails · ❌ known: an expected failure (xfail) · ⏭ skipped · empty: no test yet",
+        "",
+        "| Scenario | " + " | ".join(clients) + " |",
+        "|---|" + "---|" * len(clients),
+        *rows,
+    ]
+    if footnotes:
+        lines += ["", *(f"[^{number}]: {_escape(note)}" for note, number in footnotes.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _escape(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+# ---- client versions ------------------------------------------------------------------------
+
+def client_versions(compat_dir: Path) -> dict[str, str]:
+    """Versions of every client the suite can drive, "not installed" for those missing."""
+    return {
+        "confluent-kafka": _confluent_kafka(),
+        "kafka-python": _distribution("kafka-python"),
+        "aiokafka": _distribution("aiokafka"),
+        "kcat": _kcat(),
+        "Java kafka-clients": _java_kafka_clients(),
+        "kafkajs": _kafkajs(compat_dir / "node"),
+        "pyspark": _distribution("pyspark"),
+    }
+
+
+def _distribution(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _confluent_kafka() -> str:
+    try:
+        import confluent_kafka
+    except ImportError:
+        return "not installed"
+    return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+
+
+def _kcat() -> str:
+    if shutil.which("kcat") is None:
+        return "not installed"
+    try:
+        done = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    found = re.search(r"Version (\S+).*?librdkafka (\S+)", done.stdout + done.stderr, re.DOTALL)
+    return f"{found[1]} (librdkafka {found[2]})" if found else "unknown"
+
+
+def _java_kafka_clients() -> str:
+    """The version inside pyflink/lib/kafka-clients.jar, the jar test_java_client.py runs."""
+    spec = find_spec("pyflink")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        jar = Path(location) / "lib" / "kafka-clients.jar"
+        if jar.is_file():
+            with zipfile.ZipFile(jar) as archive:
+                text = archive.read("kafka/kafka-version.properties").decode()
+            properties = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+            return properties.get("version", "unknown")
+    return "not installed"
+
+
+def _kafkajs(node_dir: Path) -> str:
+    installed = node_dir / "node_modules" / "kafkajs" / "package.json"
+    if installed.is_file():
+        return json.loads(installed.read_text())["version"]
+    declared = node_dir / "package.json"
+    if declared.is_file():
+        wanted = json.loads(declared.read_text()).get("dependencies", {}).get("kafkajs")
+        if wanted:
+            return f"{wanted} (declared in compat-tests/node/package.json, not installed)"
+    return "not installed"

@@ -1,0 +1,365 @@
+"""PySpark's Kafka source and sink (spark-sql-kafka-0-10) against the broker under test.
+
+Needs pyspark (`pip install 'kbroker[spark]'`), a JDK, and the connector's jars, which no PyPI wheel
+ships: either KBROKER_SPARK_KAFKA_JARS, the comma-separated paths of spark-sql-kafka-0-10,
+spark-token-provider-kafka-0-10, kafka-clients and commons-pool2 jars matching the Spark and Scala
+versions of pyspark, or network access to Maven Central, from which spark.jars.packages fetches them.
+Without them every test here skips and says which was missing.
+
+Records are produced and checked with confluent-kafka, so every read is also a cross-client check.
+The connector's calls into the Java clients (Admin.listOffsets over every partition, listTopics,
+the executors' assign/seek/poll) are also covered without Spark in test_java_client.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from confluent_client import consume, produce
+
+try:
+    import pyspark
+except ImportError:  # each test skips, so the matrix still lists the pyspark scenarios
+    pyspark = None
+
+pytestmark = pytest.mark.client("pyspark")
+
+JARS_ENV = "KBROKER_SPARK_KAFKA_JARS"
+MAVEN_CENTRAL = ("repo1.maven.org", 443)
+BASE_TIMESTAMP = 1_700_000_000_000
+POLL_TIMEOUT_MS = "20000"  # the executors' consumer poll; Spark's default is 120 s
+
+
+# ---- the Spark session ----------------------------------------------------------------------
+
+def _scala_version() -> str:
+    """The Scala binary version pyspark's own jars were built for, e.g. "2.12"."""
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in jars.glob("scala-library-*.jar"):
+        return ".".join(jar.name.removeprefix("scala-library-").split(".")[:2])
+    pytest.skip(f"no scala-library jar in {jars}: is pyspark installed completely?")
+
+
+def _maven_central_unreachable(timeout: float = 2.0) -> str | None:
+    """Why Maven Central cannot be reached (one TCP connect, `timeout` s at most), or None if it can."""
+    try:
+        with socket.create_connection(MAVEN_CENTRAL, timeout=timeout):
+            return None
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
+
+
+def _connector_setting() -> tuple[str, str]:
+    """("spark.jars", paths) from KBROKER_SPARK_KAFKA_JARS, or ("spark.jars.packages", coordinates)
+    when Maven Central answers; otherwise the module skips with what was missing."""
+    scala, spark_version = _scala_version(), pyspark.__version__
+    listed = [path.strip() for path in os.environ.get(JARS_ENV, "").split(",") if path.strip()]
+    if listed:
+        missing = [path for path in listed if not Path(path).is_file()]
+        if missing:
+            pytest.fail(f"{JARS_ENV} names files that do not exist: {missing}", pytrace=False)
+        if not any(Path(path).name.startswith("spark-sql-kafka-0-10") for path in listed):
+            pytest.fail(f"{JARS_ENV} lacks a spark-sql-kafka-0-10_{scala}-{spark_version}.jar", pytrace=False)
+        return "spark.jars", ",".join(listed)
+    unreachable = _maven_central_unreachable()
+    if unreachable is None:
+        return "spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark_version}"
+    pytest.skip(f"the Spark Kafka connector jars are not available: set {JARS_ENV} to the comma-separated paths "
+                f"of spark-sql-kafka-0-10_{scala}-{spark_version}.jar, spark-token-provider-kafka-0-10_{scala}-"
+                f"{spark_version}.jar, kafka-clients and commons-pool2, or give network access to Maven Central "
+                f"so spark.jars.packages can fetch them ({MAVEN_CENTRAL[0]}:{MAVEN_CENTRAL[1]}: {unreachable})")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator:
+    """A local Spark session on loopback with the Kafka connector on its classpath."""
+    if pyspark is None:
+        pytest.skip("pyspark is not installed: pip install 'kbroker[spark]' (pyspark>=3.5)")
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: Spark needs a JDK (17 for pyspark 3.5 and 4.x)")
+    setting, value = _connector_setting()
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("kbroker-compat")
+               .config(setting, value)
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def create_topic(bootstrap: str, partitions: int = 1, name: str | None = None) -> str:
+    topic = name or f"compat-spark-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+    return topic
+
+
+def kafka_options(bootstrap: str, **options: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": bootstrap, "kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS, **options}
+
+
+def read_batch(spark, bootstrap: str, **options: str):
+    return spark.read.format("kafka").options(**kafka_options(bootstrap, **options)).load()
+
+
+def _bytes(value) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def rows(df) -> list[tuple]:
+    """(topic, partition, offset, key, value, timestamp ms, timestampType) of every row, sorted."""
+    selected = df.selectExpr("topic", "partition", "offset", "key", "value",
+                             "unix_millis(timestamp) AS timestamp_ms", "timestampType")
+    return sorted((r.topic, r.partition, r.offset, _bytes(r.key), _bytes(r.value), r.timestamp_ms, r.timestampType)
+                  for r in selected.collect())
+
+
+def offsets(df) -> dict[int, list[int]]:
+    """The offsets read from each partition."""
+    found: dict[int, list[int]] = {}
+    for row in df.select("partition", "offset").collect():
+        found.setdefault(row.partition, []).append(row.offset)
+    return {partition: sorted(read) for partition, read in sorted(found.items())}
+
+
+def wait_for(condition, what: str, query=None, timeout: float = 90) -> None:
+    """Poll `condition` until true; fail after `timeout` s, or at once if the streaming query died."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if query is not None and query.exception() is not None:
+            pytest.fail(f"streaming query failed while waiting for {what}: {query.exception()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.25)
+
+
+# ---- the records Spark reads ----------------------------------------------------------------
+
+def source_records() -> list[dict]:
+    """Five records in each of three partitions: record i of partition p has timestamp
+    BASE + 1000 * i + p, a null key at i = 4, a null value at (p, i) = (2, 3), and headers with a
+    repeated name and a null value."""
+    return [{"key": None if i == 4 else f"k{p}-{i}".encode(),
+             "value": None if (p, i) == (2, 3) else f"v{p}-{i}".encode(),
+             "headers": [("h", f"{p}{i}".encode()), ("nul", None), ("h", b"\x00\xff")],
+             "timestamp": BASE_TIMESTAMP + 1000 * i + p, "partition": p}
+            for p in range(3) for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def source_topic(bootstrap: str) -> str:
+    topic = create_topic(bootstrap, partitions=3)
+    produce(bootstrap, topic, source_records())
+    return topic
+
+
+def source_records_by_offset() -> dict[tuple[int, int], dict]:
+    """source_records() keyed by the (partition, offset) each lands at."""
+    return {(record["partition"], index % 5): record for index, record in enumerate(source_records())}
+
+
+def expected_rows(topic: str, keep=lambda partition, offset: True) -> list[tuple]:
+    return sorted((topic, partition, offset, record["key"], record["value"], record["timestamp"], 0)  # 0: CreateTime
+                  for (partition, offset), record in source_records_by_offset().items() if keep(partition, offset))
+
+
+# ---- batch reads ----------------------------------------------------------------------------
+
+@pytest.mark.scenario("Spark batch read: subscribe, subscribePattern, assign")
+@pytest.mark.scenario("Produce and consume: keys, null keys, null values")
+@pytest.mark.scenario("Explicit timestamps")
+def test_batch_read_with_subscribe_returns_every_record_with_its_columns(spark, bootstrap, source_topic):
+    assert rows(read_batch(spark, bootstrap, subscribe=source_topic)) == expected_rows(source_topic)
+
+
+@pytest.mark.scenario("Spark batch read: subscribe, subscribePattern, assign")
+def test_batch_read_with_subscribe_pattern_reads_every_matching_topic(spark, bootstrap, source_topic):
+    prefix = f"compat-spark-pattern-{uuid.uuid4().hex[:8]}"
+    matching = [create_topic(bootstrap, name=f"{prefix}-{suffix}") for suffix in ("a", "b")]
+    for topic in matching:
+        produce(bootstrap, topic, [{"value": topic.encode(), "partition": 0}])
+    found = read_batch(spark, bootstrap, subscribePattern=f"{prefix}-.*").select("topic", "value").collect()
+    assert sorted((row.topic, bytes(row.value)) for row in found) == [(t, t.encode()) for t in matching]
+
+
+@pytest.mark.scenario("Spark batch read: subscribe, subscribePattern, assign")
+def test_batch_read_with_assign_reads_only_the_assigned_partitions(spark, bootstrap, source_topic):
+    df = read_batch(spark, bootstrap, assign=json.dumps({source_topic: [0, 2]}))
+    assert rows(df) == expected_rows(source_topic, keep=lambda partition, _: partition in (0, 2))
+
+
+@pytest.mark.scenario("Spark batch read: starting and ending offsets")
+def test_batch_read_between_explicit_offsets_per_partition(spark, bootstrap, source_topic):
+    # -2 is earliest and -1 latest, as in Spark's JSON offsets
+    df = read_batch(spark, bootstrap, subscribe=source_topic,
+                    startingOffsets=json.dumps({source_topic: {"0": 1, "1": -2, "2": 3}}),
+                    endingOffsets=json.dumps({source_topic: {"0": 4, "1": 2, "2": -1}}))
+    assert offsets(df) == {0: [1, 2, 3], 1: [0, 1], 2: [3, 4]}
+
+
+@pytest.mark.scenario("Spark batch read: starting and ending offsets")
+def test_batch_read_from_earliest_to_latest_is_the_default(spark, bootstrap, source_topic):
+    explicit = read_batch(spark, bootstrap, subscribe=source_topic, startingOffsets="earliest", endingOffsets="latest")
+    assert offsets(explicit) == {p: [0, 1, 2, 3, 4] for p in range(3)}
+
+
+@pytest.mark.scenario("Consume by timestamp")
+def test_batch_read_from_a_starting_timestamp_starts_at_the_first_record_at_or_after_it(spark, bootstrap,
+                                                                                         source_topic):
+    df = read_batch(spark, bootstrap, subscribe=source_topic, startingTimestamp=str(BASE_TIMESTAMP + 2500))
+    assert offsets(df) == {p: [3, 4] for p in range(3)}
+
+
+@pytest.mark.scenario("Consume by timestamp")
+def test_batch_read_from_per_partition_timestamps(spark, bootstrap, source_topic):
+    by_partition = {"0": BASE_TIMESTAMP + 1000, "1": BASE_TIMESTAMP + 3500, "2": BASE_TIMESTAMP + 10**9}
+    df = read_batch(spark, bootstrap, subscribe=source_topic,
+                    startingOffsetsByTimestamp=json.dumps({source_topic: by_partition}),
+                    startingOffsetsByTimestampStrategy="latest")  # partition 2 has no record that late
+    assert offsets(df) == {0: [1, 2, 3, 4], 1: [4]}
+
+
+@pytest.mark.scenario("Headers")
+def test_include_headers_returns_every_header_in_order_with_null_values(spark, bootstrap, source_topic):
+    df = read_batch(spark, bootstrap, subscribe=source_topic, includeHeaders="true")
+    found = {(row.partition, row.offset): [(h.key, _bytes(h.value)) for h in row.headers]
+             for row in df.select("partition", "offset", "headers").collect()}
+    assert found == {place: record["headers"] for place, record in source_records_by_offset().items()}
+
+
+# ---- failOnDataLoss -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trimmed_topic(bootstrap: str) -> str:
+    """One partition of 10 records whose first 4 DeleteRecords removed (log start offset 4)."""
+    topic = create_topic(bootstrap)
+    produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(10)])
+    (deleted,) = AdminClient({"bootstrap.servers": bootstrap}).delete_records([TopicPartition(topic, 0, 4)]).values()
+    assert deleted.result(15).low_watermark == 4
+    return topic
+
+
+@pytest.mark.scenario("Spark failOnDataLoss after DeleteRecords")
+def test_reading_deleted_records_fails_the_query_by_default(spark, bootstrap, trimmed_topic):
+    df = read_batch(spark, bootstrap, subscribe=trimmed_topic, startingOffsets=json.dumps({trimmed_topic: {"0": 0}}))
+    with pytest.raises(Exception, match="failOnDataLoss"):  # Py4JJavaError or a pyspark error class
+        df.collect()
+
+
+@pytest.mark.scenario("Spark failOnDataLoss after DeleteRecords")
+def test_without_fail_on_data_loss_the_read_resumes_at_the_log_start_offset(spark, bootstrap, trimmed_topic):
+    df = read_batch(spark, bootstrap, subscribe=trimmed_topic, failOnDataLoss="false",
+                    startingOffsets=json.dumps({trimmed_topic: {"0": 0}}))
+    assert offsets(df) == {0: [4, 5, 6, 7, 8, 9]}
+
+
+# ---- streaming ------------------------------------------------------------------------------
+
+def start_stream(spark, bootstrap: str, topic: str, checkpoint: Path, trigger: dict, **options: str):
+    """A streaming read of `topic` into a memory table named like the returned query."""
+    name = f"compat_{uuid.uuid4().hex[:10]}"
+    stream = (spark.readStream.format("kafka").options(**kafka_options(bootstrap, subscribe=topic, **options))
+              .load().selectExpr("partition", "offset", "value"))
+    return (stream.writeStream.format("memory").queryName(name).outputMode("append")
+            .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
+
+
+def stream_rows(spark, query) -> list[tuple]:
+    return sorted((r.partition, r.offset, _bytes(r.value)) for r in spark.sql(f"SELECT * FROM {query.name}").collect())
+
+
+def batch_sizes(query) -> list[int]:
+    return [progress["numInputRows"] for progress in query.recentProgress if progress["numInputRows"]]
+
+
+@pytest.fixture(scope="module")
+def available_now_runs(spark, bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Two availableNow runs sharing a checkpoint, with maxOffsetsPerTrigger 4: the first over 10 records,
+    the second after 3 more arrived."""
+    topic = create_topic(bootstrap)
+    checkpoint = tmp_path_factory.mktemp("spark-available-now") / "checkpoint"
+    runs = {}
+    for run, values in (("first", range(10)), ("second", range(10, 13))):
+        produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in values])
+        query = start_stream(spark, bootstrap, topic, checkpoint, {"availableNow": True},
+                             startingOffsets="earliest", maxOffsetsPerTrigger="4")
+        assert query.awaitTermination(120), "the availableNow query did not finish within 120 s"
+        assert query.exception() is None, query.exception()
+        runs[run] = {"rows": stream_rows(spark, query), "batch_sizes": batch_sizes(query)}
+    return runs
+
+
+@pytest.mark.scenario("Spark streaming: availableNow and maxOffsetsPerTrigger")
+def test_available_now_reads_everything_then_stops(available_now_runs):
+    assert available_now_runs["first"]["rows"] == [(0, i, f"{i}".encode()) for i in range(10)]
+
+
+@pytest.mark.scenario("Spark streaming: availableNow and maxOffsetsPerTrigger")
+def test_max_offsets_per_trigger_caps_each_micro_batch(available_now_runs):
+    assert available_now_runs["first"]["batch_sizes"] == [4, 4, 2]
+
+
+@pytest.mark.scenario("Spark streaming: availableNow and maxOffsetsPerTrigger")
+def test_available_now_resumes_from_its_checkpoint(available_now_runs):
+    assert available_now_runs["second"]["rows"] == [(0, i, f"{i}".encode()) for i in range(10, 13)]
+
+
+@pytest.mark.scenario("Spark streaming: micro-batches while producing")
+@pytest.mark.scenario("Consume from latest")
+def test_micro_batches_pick_up_records_produced_while_the_query_runs(spark, bootstrap, tmp_path):
+    topic = create_topic(bootstrap, partitions=2)
+    produce(bootstrap, topic, [{"value": b"before", "partition": p} for p in (0, 1)])
+    checkpoint = tmp_path / "checkpoint"
+    query = start_stream(spark, bootstrap, topic, checkpoint, {"processingTime": "200 milliseconds"},
+                         startingOffsets="latest")
+    try:
+        # The source writes the offsets "latest" resolved to before its first batch: from then on, records count.
+        wait_for(lambda: (checkpoint / "sources" / "0" / "0").is_file(), "the initial offsets", query)
+        for round_ in range(3):
+            produce(bootstrap, topic, [{"value": f"r{round_}-{i}".encode(), "partition": i % 2} for i in range(4)])
+            wait_for(lambda n=4 * (round_ + 1): len(stream_rows(spark, query)) >= n, f"round {round_}", query)
+        found = stream_rows(spark, query)
+        sizes = batch_sizes(query)
+    finally:
+        query.stop()
+    assert sorted(value for _, _, value in found) == sorted(f"r{r}-{i}".encode() for r in range(3) for i in range(4))
+    assert sorted((p, o) for p, o, _ in found) == [(p, o) for p in (0, 1) for o in range(1, 7)]
+    assert len(sizes) >= 3 and sum(sizes) == 12
+
+
+# ---- the Kafka sink -------------------------------------------------------------------------
+
+@pytest.mark.scenario("Spark write: df.write.format(\"kafka\")")
+@pytest.mark.scenario("Cross-client: produced by another client")
+def test_dataframe_write_produces_keys_values_and_headers_to_the_chosen_partitions(spark, bootstrap):
+    topic = create_topic(bootstrap, partitions=2)
+    records = [(None if i == 3 else f"wk{i}".encode(), None if i == 5 else f"wv{i}".encode(), i % 2,
+                [("h", f"{i}".encode()), ("nul", None)])
+               for i in range(8)]
+    schema = "key binary, value binary, partition int, headers array<struct<key: string, value: binary>>"
+    (spark.createDataFrame(records, schema).coalesce(1)  # one writer task, so each partition keeps the row order
+     .write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save())
+    for partition in (0, 1):
+        received = consume(bootstrap, topic, partition, 4)
+        assert [(m.key(), m.value(), m.headers()) for m in received] == [
+            (key, value, headers) for key, value, p, headers in records if p == partition]
+        assert [m.offset() for m in received] == [0, 1, 2, 3]
