@@ -44,27 +44,25 @@ import functools
 import json
 import math
 import os
-import platform
 import re
 import shlex
 import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+
+from bench.harness import machine_facts, median, percentile, rotated
+from bench.peers import KbrokerBroker, MockBroker
+from bench.suites.limits import loopback_send as loopback_tcp
+from kbroker.testing import BrokerProcess, free_port
 
 VALUE_SIZE = 100
 TOPIC = "bench-throughput"
@@ -121,12 +119,6 @@ class BenchTimeout(Exception):
 # --- brokers ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def kbroker_event_loops() -> list[str]:
     """The loops `kbroker serve` accepts that are also installed here."""
     loops = ["asyncio"]
@@ -141,84 +133,12 @@ def kbroker_event_loops() -> list[str]:
     return loops
 
 
-class KbrokerServer:
-    """`kbroker serve` as a subprocess on 127.0.0.1 with its data in a temporary directory."""
-
-    def __init__(self, name: str, event_loop: str, data_dir: Path) -> None:
-        self.name = name
-        self.event_loop = event_loop
-        self.data_dir = data_dir
-        self.port = _free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    def start(self, timeout: float = 20) -> KbrokerServer:
-        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "--override", f"log.dirs={self.data_dir}"]
-        if self.event_loop != "asyncio":
-            args += ["--event-loop", self.event_loop]
-        self.process = subprocess.Popen(args, cwd=REPO)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode} before listening")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not listen on port {self.port} within {timeout} s")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time the broker process has used so far."""
-        with open(f"/proc/{self.pid}/stat", encoding="ascii") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-class MockCluster:
-    """librdkafka's mock cluster; it lives as long as the client that created it."""
-
-    name = MOCK
-    pid = None
-
-    def __init__(self) -> None:
-        self._admin: AdminClient | None = AdminClient({"test.mock.num.brokers": 1, **CLIENT_LOGGING})
-        brokers = self._admin.list_topics(timeout=10).brokers
-        (broker,) = brokers.values()
-        self.bootstrap = f"{broker.host}:{broker.port}"
-        if broker.host not in ("127.0.0.1", "localhost"):
-            raise RuntimeError(f"the mock cluster listens on {broker.host}, not on loopback")
-
-    def stop(self) -> None:
-        self._admin = None  # the mock cluster goes with its client
-
-
 @dataclass
 class Target:
     """One broker under test and the clients the benchmark keeps open to it."""
 
     name: str
-    server: Any  # KbrokerServer or MockCluster
+    server: Any  # KbrokerBroker or MockBroker
     producer: Producer | None = None
     consumer: Consumer | None = None
     delivery_errors: list = field(default_factory=list)
@@ -306,11 +226,6 @@ def consume_pass(target: Target, start: int, end: int, time_limit: float = 30) -
     if seen != end - start:
         raise RuntimeError(f"{target.name}: expected {end - start} records, got {seen}")
     return elapsed
-
-
-def percentile(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def latency_round(target: Target, seconds: float, warmup_seconds: float, value: bytes,
@@ -403,42 +318,12 @@ def _request_facts(snapshots: list[tuple[float, float | None, str]]) -> dict[str
 
 
 def _cpu(target: Target) -> float | None:
-    return target.server.cpu_seconds() if isinstance(target.server, KbrokerServer) else None
-
-
-def loopback_tcp(seconds: float) -> float:
-    """Bytes per second through one TCP connection on 127.0.0.1 (sender thread, receiver here)."""
-    chunk = bytes(256 * 1024)
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        sender = socket.create_connection(server.getsockname())
-        receiver, _ = server.accept()
-    received = 0
-
-    def send() -> None:
-        deadline = time.perf_counter() + seconds
-        with sender:
-            while time.perf_counter() < deadline:
-                sender.sendall(chunk)
-            sender.shutdown(socket.SHUT_WR)
-
-    buffer = bytearray(1024 * 1024)
-    with receiver:
-        thread = threading.Thread(target=send, daemon=True)
-        started = time.perf_counter()
-        thread.start()
-        while True:
-            n = receiver.recv_into(buffer)
-            if not n:
-                break
-            received += n
-        elapsed = time.perf_counter() - started
-        thread.join(5)
-    return received / elapsed
+    return target.server.cpu_seconds()  # None for the mock, which runs inside this process
 
 
 def client_produce_ceiling(count: int, value: bytes) -> float:
     """produce() calls per second with nothing listening: the client's own cost per record."""
-    port = _free_port()  # nothing listens there, so every record stays queued in the client
+    port = free_port()  # nothing listens there, so every record stays queued in the client
     producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "queue.buffering.max.messages": count + 1000,
                          "log_level": 0, "reconnect.backoff.ms": 1000})
     produce = producer.produce
@@ -562,15 +447,6 @@ def profile_latency(target: Target, seconds: int, value: bytes) -> dict[str, Any
 # --- the run ---------------------------------------------------------------------------
 
 
-def rotated(items: list, round_index: int) -> list:
-    shift = round_index % len(items)
-    return items[shift:] + items[:shift]
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 class LoadSampler:
     """/proc/loadavg at phase boundaries: the machine is shared, so the load is part of the result."""
 
@@ -581,23 +457,6 @@ class LoadSampler:
         with open("/proc/loadavg", encoding="ascii") as handle:
             one, five, fifteen = (float(x) for x in handle.read().split()[:3])
         self.samples.append({"at": label, "load1": one, "load5": five, "load15": fifteen})
-
-
-def machine_facts() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    facts = {"cpu_model": model, "logical_cpus": os.cpu_count(), "kernel": platform.release(),
-             "python": platform.python_version(), "confluent_kafka": package_metadata.version("confluent-kafka"),
-             "librdkafka": confluent_kafka.libversion()[0]}
-    try:
-        facts["uvloop"] = package_metadata.version("uvloop")
-    except package_metadata.PackageNotFoundError:
-        facts["uvloop"] = None
-    return facts
 
 
 def run(settings: Settings, use_uvloop: bool, force_profile: bool) -> dict[str, Any]:
@@ -622,11 +481,11 @@ def run(settings: Settings, use_uvloop: bool, force_profile: bool) -> dict[str, 
         scratch = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-bench-")))
         for loop in loops:
             name = KBROKER if loop == "asyncio" else KBROKER_UVLOOP
-            server = KbrokerServer(name, loop, scratch / name)
-            cleanup.callback(server.stop)
-            targets.append(Target(name, server.start()))
-        mock = MockCluster()
-        cleanup.callback(mock.stop)
+            server = KbrokerBroker(BrokerProcess(scratch / name, event_loop=loop).start(), name)
+            cleanup.callback(server.close)
+            targets.append(Target(name, server))
+        mock = MockBroker()
+        cleanup.callback(mock.close)
         targets.append(Target(MOCK, mock))
         for target in targets:
             target.open_clients()

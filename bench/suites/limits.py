@@ -1,0 +1,146 @@
+"""Physical limits of this machine, printed beside the broker figures so they can be read against them.
+
+1. Loopback TCP through one connection on 127.0.0.1: a sender thread writing 256 KiB
+   chunks with send(), and once more with sendfile(2) from a file in the page cache (the
+   path kbroker's fetch takes with the asyncio loop); the receiver reads into a buffer.
+2. Sequential writes to a file in the work directory (the filesystem broker data lives
+   on), 1 MiB at a time: buffered (no fsync: what a broker that leaves flushing to the
+   kernel, as Kafka does by default, sees), fsync after every 1 MiB, and fsync after every
+   4 KiB append (the ceiling on one-at-a-time durable acknowledgements).
+3. The client's own ceiling: confluent-kafka produce() calls per second into a client that
+   has no broker to talk to, per value size.
+
+Each figure is the median of a few short repeats; every loop is bounded by time and bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.harness import Context, Result, median
+from bench.load import client_produce_ceiling, value_pool
+
+SUITE = "limits"
+TIME_BUDGET = (20, 180)
+CHUNK = 256 * 1024
+MIB = 1024 * 1024
+
+
+def run(ctx: Context) -> list[Result]:
+    seconds, repeats = (0.25, 1) if ctx.quick else (1.0, 3)
+    disk_cap = (64 if ctx.quick else 1024) * MIB
+    sizes = (100,) if ctx.quick else (100, 1024, 10 * 1024)
+    scratch = Path(ctx.work_dir) / "limits"
+    scratch.mkdir(parents=True, exist_ok=True)
+
+    def repeat(measure: Callable[[], float]) -> tuple[float, list[float]]:
+        runs = [measure() for _ in range(repeats)]
+        return median(runs), runs
+
+    results: list[Result] = []
+
+    def add(name: str, metric: str, measure: Callable[[], float], note: str = "", **params) -> None:
+        ctx.log(f"{name} ...")
+        value, runs = repeat(measure)
+        results.append(Result(SUITE, name, metric, kbroker=None, reference=value, note=note,
+                              params={"runs": runs, **params}))
+
+    add("loopback TCP, one connection, send()", "MB/s", lambda: loopback_send(seconds) / 1e6)
+    add("loopback TCP, one connection, sendfile() from the page cache", "MB/s",
+        lambda: loopback_sendfile(seconds, scratch) / 1e6)
+    add("disk sequential write, buffered (no fsync)", "MB/s",
+        lambda: disk_write(scratch, seconds, disk_cap, MIB, fsync=False) / 1e6,
+        note="page-cache speed: the kernel writes back later")
+    add("disk sequential write, fsync every 1 MiB", "MB/s",
+        lambda: disk_write(scratch, seconds, disk_cap, MIB, fsync=True) / 1e6)
+    add("disk appends of 4 KiB, fsync after each", "fsyncs/s",
+        lambda: disk_write(scratch, seconds, disk_cap, 4096, fsync=True) / 4096)
+    for size in sizes:
+        values = value_pool(size)
+        add(f"client alone: confluent-kafka produce() calls, {size:,} B values, no broker", "msgs/s",
+            lambda values=values: client_produce_ceiling(values, seconds), value_size=size)
+    return results
+
+
+def _connected_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sender = socket.create_connection(server.getsockname())
+        receiver, _ = server.accept()
+    return sender, receiver
+
+
+def _receive_all(receiver: socket.socket, send: Callable[[], None]) -> float:
+    """Bytes per second the receiver drains while `send` runs in a thread (it closes its side when done)."""
+    buffer = bytearray(MIB)
+    received = 0
+    with receiver:
+        thread = threading.Thread(target=send, daemon=True)
+        started = time.perf_counter()
+        thread.start()
+        while True:
+            n = receiver.recv_into(buffer)
+            if not n:
+                break
+            received += n
+        elapsed = time.perf_counter() - started
+        thread.join(5)
+    return received / elapsed
+
+
+def loopback_send(seconds: float) -> float:
+    chunk = bytes(CHUNK)
+    sender, receiver = _connected_pair()
+
+    def send() -> None:
+        deadline = time.perf_counter() + seconds
+        with sender:
+            while time.perf_counter() < deadline:
+                sender.sendall(chunk)
+            sender.shutdown(socket.SHUT_WR)
+
+    return _receive_all(receiver, send)
+
+
+def loopback_sendfile(seconds: float, scratch: Path) -> float:
+    source = scratch / "sendfile-source"
+    size = 32 * MIB
+    if not source.exists() or source.stat().st_size != size:
+        source.write_bytes(os.urandom(MIB) * 32)
+    sender, receiver = _connected_pair()
+
+    def send() -> None:
+        deadline = time.perf_counter() + seconds
+        with sender, open(source, "rb") as file:
+            descriptor = file.fileno()
+            while time.perf_counter() < deadline:
+                offset = 0
+                while offset < size and time.perf_counter() < deadline:
+                    offset += os.sendfile(sender.fileno(), descriptor, offset, min(4 * MIB, size - offset))
+            sender.shutdown(socket.SHUT_WR)
+
+    return _receive_all(receiver, send)
+
+
+def disk_write(scratch: Path, seconds: float, cap: int, block: int, fsync: bool) -> float:
+    """Bytes per second appended to a new file in `block`-sized writes, within `seconds` and `cap` bytes."""
+    path = scratch / "disk-write"
+    data = os.urandom(block)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    written = 0
+    try:
+        started = time.perf_counter()
+        deadline = started + seconds
+        while written < cap and time.perf_counter() < deadline:
+            written += os.write(descriptor, data)
+            if fsync:
+                os.fsync(descriptor)
+        elapsed = time.perf_counter() - started
+    finally:
+        os.close(descriptor)
+        path.unlink(missing_ok=True)
+    return written / elapsed
