@@ -7,6 +7,8 @@ with abs(Integer.MIN_VALUE) taken as 0).
 
 from __future__ import annotations
 
+import functools
+
 _INT32_MIN = -(1 << 31)
 
 
@@ -19,6 +21,7 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65536)  # every commit, join and fetch of a group asks again
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's partitionFor: Utils.abs (MIN_VALUE maps to 0) of the hash, modulo the count."""
     h = java_string_hash(group_id)

@@ -239,7 +239,7 @@ class PartitionLog:
         now = _now_ms() if now_ms is None else now_ms
         buf = bytearray(records)
         batches = self._validate_batches(buf, coordinator)
-        info = self._assign_offsets(buf, batches, now, leader_epoch)
+        info = self._assign_offsets(buf, batches, now, leader_epoch, trust_max_timestamp=coordinator)
         if len(buf) > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{len(buf)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
@@ -284,8 +284,8 @@ class PartitionLog:
                 )
             header = validate_batch(buf, position)
             self._check_batch(header, coordinator)
-            if self.config.compact and not header.is_control:
-                self._check_keys(buf, position, header)
+            if self.config.compact and not header.is_control and not coordinator:
+                self._check_keys(buf, position, header)  # the coordinators always write keys
             headers.append(header)
             position += header.size
         return headers
@@ -322,9 +322,12 @@ class PartitionLog:
             raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
 
     def _assign_offsets(
-        self, buf: bytearray, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None
+        self, buf: bytearray, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None,
+        trust_max_timestamp: bool = False,
     ) -> AppendInfo:
-        """Patch baseOffset (and leader epoch, LogAppendTime) batch by batch, in place."""
+        """Patch baseOffset (and leader epoch, LogAppendTime) batch by batch, in place.
+        `trust_max_timestamp`: the batches come from kbroker's own coordinators, which build
+        their headers from the records, so the records need not be read again."""
         append_time = self.config.log_append_time
         next_offset = self._leo
         position = record_count = 0
@@ -340,7 +343,8 @@ class PartitionLog:
             else:
                 # Kafka's LogValidator takes maxTimestamp from the records, whatever the
                 # producer wrote in the header (kafkajs, for one, can understate it)
-                batch_max = _records_max_timestamp(buf, position, header)
+                if not trust_max_timestamp:
+                    batch_max = _records_max_timestamp(buf, position, header)
                 if batch_max != header.max_timestamp or header.timestamp_type == LOG_APPEND_TIME:
                     set_max_timestamp(buf, position, CREATE_TIME, batch_max)
             next_offset += header.last_offset_delta + 1
