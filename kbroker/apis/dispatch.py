@@ -88,9 +88,11 @@ def _error_response(api_key: int, error: int):
     return response
 
 
-async def dispatch(broker, frame: bytes) -> ResponseFrame | None:
+async def dispatch(broker, frame: bytes, start: int = 0) -> ResponseFrame | None:
+    """Handle the request whose header begins at `frame[start]` (the network layer passes
+    what it received, size prefix included, rather than copy the request out of it)."""
     try:
-        header, body_at = headers.decode_request_header(frame)
+        header, body_at = headers.decode_request_header(frame, start)
     except DecodeError as error:
         raise MalformedRequest(f"unreadable request header: {error}") from None
     api_key, version = header.request_api_key, header.request_api_version

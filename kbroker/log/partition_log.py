@@ -46,6 +46,7 @@ from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from wire.exceptions import DecodeError
 from wire.records import (
     CREATE_TIME,
+    HEADER_SIZE,
     LOG_APPEND_TIME,
     BatchHeader,
     max_record_timestamp_delta,
@@ -98,7 +99,10 @@ class OffsetAndTimestamp(NamedTuple):
 def _records_max_timestamp(buf: bytearray, position: int, header: BatchHeader) -> int:
     if header.record_count <= 0:
         return header.max_timestamp
-    _, section = records_section(buf, position)
+    if header.codec == 0:  # uncompressed: read the records where they are, no copy
+        section = memoryview(buf)[position + HEADER_SIZE : position + header.size]
+    else:
+        _, section = records_section(buf, position)
     return header.base_timestamp + max_record_timestamp_delta(section, header.record_count)
 
 

@@ -78,7 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer: Any = None
         self.client_host = ""
         self._buffer = bytearray()
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._frames: collections.deque[tuple[bytes, int]] = collections.deque()  # (bytes, where the request starts)
         self._queued_bytes = 0
         self._out: list[bytes | bytearray] = []
         self._waiting: asyncio.Task | None = None   # a handler or a send that did not finish at once
@@ -101,9 +101,13 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
-        self._buffer += data
         try:
-            self._split_frames()
+            if not self._buffer and self._is_one_frame(data):
+                self._frames.append((data, 4))  # the usual case: one whole request, used as it came
+                self._queued_bytes += len(data)
+            else:
+                self._buffer += data
+                self._split_frames()
         except MalformedRequest as error:
             self._close(f"{error}")
             return
@@ -132,6 +136,14 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- framing --------------------------------------------------------------------------
 
+    def _is_one_frame(self, data: bytes) -> bool:
+        if len(data) < 4:
+            return False
+        (size,) = _SIZE.unpack_from(data)
+        if size < 0 or size > self.server.max_request_bytes:
+            raise MalformedRequest(f"request of {size} bytes exceeds socket.request.max.bytes")
+        return size == len(data) - 4
+
     def _split_frames(self) -> None:
         buffer = self._buffer
         start = 0
@@ -143,7 +155,8 @@ class KafkaConnection(asyncio.Protocol):
                 raise MalformedRequest(f"request of {size} bytes exceeds socket.request.max.bytes")
             if end - start - 4 < size:
                 break
-            self._frames.append(bytes(buffer[start + 4:start + 4 + size]))
+            with memoryview(buffer) as view:  # one copy, and the view is gone before the del below
+                self._frames.append((view[start + 4:start + 4 + size].tobytes(), 0))
             self._queued_bytes += size
             start += 4 + size
         if start:
@@ -155,9 +168,9 @@ class KafkaConnection(asyncio.Protocol):
         """Handle queued frames in order until one has to wait; then send what is ready."""
         client_host.set(self.client_host)  # handlers run in this context (and tasks copy it)
         while self._frames and self._waiting is None and not self._writing_paused and not self._closed:
-            frame = self._frames.popleft()
+            frame, start = self._frames.popleft()
             self._queued_bytes -= len(frame)
-            coroutine = dispatch(self.broker, frame)
+            coroutine = dispatch(self.broker, frame, start)
             try:
                 awaited = coroutine.send(None)
             except StopIteration as done:
