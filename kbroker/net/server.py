@@ -34,6 +34,7 @@ from kbroker.log.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_CHUNKED_FROM = 64 * 1024   # a request still missing this much is gathered in pieces
 _MAX_QUEUED_BYTES = 1 << 20   # stop reading once this much waits behind a request in flight
 _SHUTDOWN_GRACE_S = 10
 
@@ -78,6 +79,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer: Any = None
         self.client_host = ""
         self._buffer = bytearray()
+        self._chunks: list[bytes] = []   # pieces of one large request, joined once it is whole
+        self._chunked = self._chunk_need = 0
         self._frames: collections.deque[tuple[bytes, int]] = collections.deque()  # (bytes, where the request starts)
         self._queued_bytes = 0
         self._out: list[bytes | bytearray] = []
@@ -102,12 +105,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed:
             return
         try:
-            if not self._buffer and self._is_one_frame(data):
-                self._frames.append((data, 4))  # the usual case: one whole request, used as it came
-                self._queued_bytes += len(data)
-            else:
-                self._buffer += data
-                self._split_frames()
+            self._take(data)
         except MalformedRequest as error:
             self._close(f"{error}")
             return
@@ -136,13 +134,56 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- framing --------------------------------------------------------------------------
 
-    def _is_one_frame(self, data: bytes) -> bool:
-        if len(data) < 4:
-            return False
+    def _take(self, data: bytes) -> None:
+        """Queue the requests `data` completes, copying as little as the framing allows."""
+        if self._chunks:
+            self._add_chunk(data)
+        elif not self._buffer and self._is_one_frame(data):
+            self._frames.append((data, 4))  # the usual case: one whole request, used as it came
+            self._queued_bytes += len(data)
+        elif not self._buffer and self._starts_large_frame(data):
+            return
+        else:
+            self._buffer += data
+            self._split_frames()
+
+    def _frame_size(self, data: bytes) -> int:
         (size,) = _SIZE.unpack_from(data)
         if size < 0 or size > self.server.max_request_bytes:
+            # socket.request.max.bytes: Kafka drops a connection announcing a larger request
             raise MalformedRequest(f"request of {size} bytes exceeds socket.request.max.bytes")
-        return size == len(data) - 4
+        return size
+
+    def _is_one_frame(self, data: bytes) -> bool:
+        return len(data) >= 4 and self._frame_size(data) == len(data) - 4
+
+    def _starts_large_frame(self, data: bytes) -> bool:
+        """A request bigger than this read: keep its pieces and join them once, when complete
+        (growing one buffer would copy every byte again on the way out)."""
+        if len(data) < 4:
+            return False
+        need = self._frame_size(data) + 4
+        if need <= len(data):
+            return False
+        self._chunks, self._chunked, self._chunk_need = [data], len(data), need
+        return True
+
+    def _add_chunk(self, data: bytes) -> None:
+        """Another piece of a large request; once it is whole, queue it and take what follows."""
+        self._chunks.append(data)
+        self._chunked += len(data)
+        if self._chunked < self._chunk_need:
+            return
+        excess = self._chunked - self._chunk_need
+        rest = b""
+        if excess:  # the next request began in the same read
+            self._chunks[-1], rest = data[:len(data) - excess], data[len(data) - excess:]
+        joined = b"".join(self._chunks)
+        self._chunks = []
+        self._frames.append((joined, 4))
+        self._queued_bytes += len(joined)
+        if rest:
+            self._take(rest)
 
     def _split_frames(self) -> None:
         buffer = self._buffer
@@ -161,6 +202,10 @@ class KafkaConnection(asyncio.Protocol):
             start += 4 + size
         if start:
             del buffer[:start]
+        if len(buffer) >= 4 and self._frame_size(buffer) + 4 - len(buffer) > _CHUNKED_FROM:
+            # the start of a large request: gather the rest as pieces
+            self._chunks, self._chunked, self._chunk_need = [bytes(buffer)], len(buffer), self._frame_size(buffer) + 4
+            buffer.clear()
 
     # --- running handlers -----------------------------------------------------------------
 

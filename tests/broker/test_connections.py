@@ -4,15 +4,17 @@ malformed input, and nothing that disturbs other connections."""
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 
-from wire import messages
+from wire import headers, messages
 from wire.errors import ErrorCode
+from wire.records import Record, build_batch
 
 from raw_client import RawClient
 
-API_VERSIONS, METADATA = 18, 3
+PRODUCE, API_VERSIONS, METADATA = 0, 18, 3
 
 
 @pytest.fixture
@@ -75,6 +77,41 @@ def test_pipelined_requests_are_answered_in_order(client):
         client.send_frame(frame)
     ids = [struct.unpack_from(">i", client.read_frame())[0] for _ in frames]
     assert ids == [1, 2, 3, 4, 5]
+
+
+def _produce_frame(client: RawClient, topic: str, value: bytes) -> bytes:
+    P = messages.ProduceRequest
+    batch = build_batch([Record(0, 1_000, None, value, [])])
+    body = client.request_bytes(PRODUCE, 9, P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
+    return struct.pack(">i", len(body)) + body
+
+
+def _base_offset(frame: bytes) -> tuple[int, int]:
+    _, at = headers.decode_response_header(frame, PRODUCE, 9)
+    response, _ = messages.decode("ProduceResponse", 9, frame, at)
+    partition = response.responses[0].partition_responses[0]
+    return partition.error_code, partition.base_offset
+
+
+def test_a_large_request_arriving_in_pieces_is_answered(client, kafka_broker):
+    kafka_broker.broker.create_topic("pieces", 1)
+    frame = _produce_frame(client, "pieces", b"v" * 600_000)
+    for at in range(0, len(frame), 100_000):
+        client.sock.sendall(frame[at:at + 100_000])
+        time.sleep(0.02)  # separate reads on the broker's side
+    assert _base_offset(client.read_frame()) == (ErrorCode.NONE, 0)
+
+
+def test_requests_following_a_large_one_in_the_same_write_are_answered_in_order(client, kafka_broker):
+    kafka_broker.broker.create_topic("pieces", 1)
+    large = _produce_frame(client, "pieces", b"v" * 600_000)
+    small = _produce_frame(client, "pieces", b"small")
+    client.sock.sendall(large[:300_000])
+    time.sleep(0.05)
+    client.sock.sendall(large[300_000:] + small + small)
+    assert [_base_offset(client.read_frame()) for _ in range(3)] == [(ErrorCode.NONE, 0), (ErrorCode.NONE, 1),
+                                                                     (ErrorCode.NONE, 2)]
 
 
 def test_metadata_auto_creates_a_requested_topic(client, kafka_broker):
