@@ -134,3 +134,18 @@ def new_topic(bootstrap: str, topic_name: str):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic_name, num_partitions=3, replication_factor=1)])[topic_name].result(15)
     return topic_name
+
+
+@pytest.fixture(scope="module")
+def broker_without_auto_create(request: pytest.FixtureRequest,
+                               tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A kbroker of the module's own with auto.create.topics.enable=false (a broker setting,
+    so it cannot be set on the broker under test); skips when a broker was given."""
+    if request.config.getoption("--bootstrap") or request.config.getoption("--target", default="kbroker") != "kbroker":
+        pytest.skip("needs a broker started with auto.create.topics.enable=false; the broker under test was given")
+    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-no-auto-create"), "auto.create.topics.enable=false")
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()

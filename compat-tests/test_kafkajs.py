@@ -20,14 +20,11 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from kbroker.testing import BrokerProcess
 
 from confluent_client import consume, produce
 
@@ -470,20 +467,6 @@ def test_offsets_by_timestamp_see_records_whose_batch_header_understates_the_max
 
 
 # ---- errors ---------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def broker_without_auto_create(request: pytest.FixtureRequest,
-                               tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A kbroker of this module's own with auto.create.topics.enable=false (a broker setting)."""
-    if request.config.getoption("--bootstrap") or request.config.getoption("--target", default="kbroker") != "kbroker":
-        pytest.skip("needs a broker started with auto.create.topics.enable=false; the broker under test was given")
-    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-no-auto-create"), "auto.create.topics.enable=false")
-    broker.start()
-    try:
-        yield broker.bootstrap
-    finally:
-        broker.stop()
-
 
 @pytest.mark.scenario("Error: unknown topic with auto-create off")
 def test_producing_to_an_unknown_topic_fails_and_creates_nothing(kafkajs, broker_without_auto_create):

@@ -15,13 +15,10 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from kbroker.testing import BrokerProcess
 
 from confluent_client import consume
 
@@ -215,20 +212,6 @@ def test_aiokafka_gets_message_size_too_large_from_the_broker(bootstrap, small_l
 
 
 # ---- error: unknown topic with auto-create off -----------------------------------------------
-
-@pytest.fixture(scope="module")
-def broker_without_auto_create(request: pytest.FixtureRequest,
-                               tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A kbroker of this module's own: auto.create.topics.enable is a broker setting."""
-    if request.config.getoption("--bootstrap") or request.config.getoption("--target", default="kbroker") != "kbroker":
-        pytest.skip("needs a broker started with auto.create.topics.enable=false; the broker under test was given")
-    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-no-auto-create"), "auto.create.topics.enable=false")
-    broker.start()
-    try:
-        yield broker.bootstrap
-    finally:
-        broker.stop()
-
 
 def _topic_exists(bootstrap: str, topic: str) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -435,6 +435,23 @@ def run_members(bootstrap: str, groups: list[str], topic: str, settled: Callable
 # --- running a suite alone -----------------------------------------------------------------
 
 
+def run_parts(ctx: Context, suite: str, time_budget: tuple[int, int], shape: object,
+              parts: tuple[Callable[[Context, object, Deadline], list[Result]], ...]) -> list[Result]:
+    """Run a suite's parts in turn. In quick mode a failure propagates (it is a smoke test); in a
+    full run it becomes a result with no figure, so one failing part does not lose the others."""
+    deadline = Deadline.for_suite(ctx, time_budget[0 if ctx.quick else 1])
+    results: list[Result] = []
+    for part in parts:
+        try:
+            results += part(ctx, shape, deadline)
+        except Exception as error:
+            if ctx.quick:
+                raise
+            results.append(Result(suite, part.__name__.strip("_").replace("_", " "), "-", None,
+                                  note=f"failed: {error!r}"))
+    return results
+
+
 def run_alone(run: Callable[[Context], list[Result]], description: str, budget_s: tuple[int, int],
               argv: list[str] | None = None) -> None:
     """`python -m bench.suites.<name> [--quick] [--rounds N] [--peer host:port]`: print a table."""

@@ -52,6 +52,7 @@ from bench.suites._common import (
     per_peer,
     run_alone,
     run_members,
+    run_parts,
     set_initial_rebalance_delay,
     stop_cleanly,
     targets,
@@ -412,20 +413,7 @@ def _check_all_groups(bootstrap: str, groups: list[str], topic: str, requests: i
 
 
 def run(ctx: Context) -> list[Result]:
-    """In quick mode a failure propagates (it is a smoke test); in a full run it becomes a
-    result with no figure, so one failing part does not lose the others."""
-    shape = _shape(ctx.quick)
-    deadline = Deadline.for_suite(ctx, TIME_BUDGET[0 if ctx.quick else 1])
-    results: list[Result] = []
-    for part in (_commit_results, _settle_results, _rebuild_results):
-        try:
-            results += part(ctx, shape, deadline)
-        except Exception as error:
-            if ctx.quick:
-                raise
-            results.append(Result(SUITE, part.__name__.strip("_").replace("_", " "), "-", None,
-                                  note=f"failed: {error!r}"))
-    return results
+    return run_parts(ctx, SUITE, TIME_BUDGET, _shape(ctx.quick), (_commit_results, _settle_results, _rebuild_results))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from bench.suites._common import (
     produce_rate,
     run_alone,
     run_members,
+    run_parts,
     set_initial_rebalance_delay,
     stop_cleanly,
     targets,
@@ -314,20 +315,7 @@ def _group_results(ctx: Context, shape: dict, deadline: Deadline) -> list[Result
 
 
 def run(ctx: Context) -> list[Result]:
-    """In quick mode a failure propagates (it is a smoke test); in a full run it becomes a
-    result with no figure, so one failing part does not lose the others."""
-    shape = _shape(ctx.quick)
-    deadline = Deadline.for_suite(ctx, TIME_BUDGET[0 if ctx.quick else 1])
-    results: list[Result] = []
-    for part in (_partition_results, _idle_results, _group_results):
-        try:
-            results += part(ctx, shape, deadline)
-        except Exception as error:
-            if ctx.quick:
-                raise
-            results.append(Result(SUITE, part.__name__.strip("_").replace("_", " "), "-", None,
-                                  note=f"failed: {error!r}"))
-    return results
+    return run_parts(ctx, SUITE, TIME_BUDGET, _shape(ctx.quick), (_partition_results, _idle_results, _group_results))
 
 
 if __name__ == "__main__":
