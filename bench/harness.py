@@ -190,3 +190,8 @@ def machine_facts() -> dict[str, Any]:
 
         facts["librdkafka"] = confluent_kafka.libversion()[0]
     return facts
+
+
+def size_label(value_size: int) -> str:
+    """100 B, 1 KiB, 10 KiB: how the suites name a value size."""
+    return f"{value_size:,} B" if value_size < 1024 else f"{value_size // 1024} KiB"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 
@@ -39,6 +39,7 @@ __all__ = [
     "BatchIterator",
     "Record",
     "build_batch",
+    "build_batch_like",
     "build_end_txn_batch",
     "decode_batch",
     "decode_records_section",
@@ -557,6 +558,19 @@ def build_batch(
     crc = crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:])
     struct.pack_into(">I", out, _CRC_OFFSET, crc)
     return bytes(out)
+
+
+def build_batch_like(header: BatchHeader, records: Iterable[Record], **overrides: Any) -> bytes:
+    """`records` in the frame of an existing batch: its offsets, producer fields, attributes,
+    codec and leader epoch (what Kafka's cleaner and LogValidator keep); `overrides` win."""
+    frame: dict[str, Any] = dict(
+        base_offset=header.base_offset, codec=header.codec, producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional, is_control=header.is_control,
+        timestamp_type=header.timestamp_type, partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta)
+    frame.update(overrides)
+    return build_batch(records, **frame)
 
 
 # --- control records ----------------------------------------------------------------------

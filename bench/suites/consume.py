@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from confluent_kafka import Consumer
 
-from bench.harness import Context, Result, interleave, median
+from bench.harness import Context, Result, interleave, median, size_label
 from bench.load import fill, read_window, reader, value_pool, watermarks
 from bench.peers import Broker, kbroker, peers
 
@@ -46,7 +46,7 @@ class Shape:
 
     @property
     def label(self) -> str:
-        size = f"{self.value_size:,} B" if self.value_size < 1024 else f"{self.value_size // 1024} KiB"
+        size = size_label(self.value_size)
         plural = "partition" if self.partitions == 1 else "partitions"
         return f"{size}, {self.compression}, {self.partitions} {plural}"
 

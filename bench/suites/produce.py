@@ -19,7 +19,7 @@ import contextlib
 import itertools
 from dataclasses import asdict, dataclass
 
-from bench.harness import Context, Result, median, rotated
+from bench.harness import Context, Result, median, rotated, size_label
 from bench.load import ProduceRun, client_produce_ceiling, produce_for, value_pool
 from bench.peers import Broker, kbroker, peers
 
@@ -43,7 +43,7 @@ class Shape:
 
     @property
     def label(self) -> str:
-        size = f"{self.value_size:,} B" if self.value_size < 1024 else f"{self.value_size // 1024} KiB"
+        size = size_label(self.value_size)
         plural = "partition" if self.partitions == 1 else "partitions"
         return f"{size}, acks={self.acks}, {self.compression}, {self.partitions} {plural}"
 

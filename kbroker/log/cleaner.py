@@ -83,7 +83,7 @@ from wire.records import (
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
     BatchHeader,
-    build_batch,
+    build_batch_like,
     decode_batch,
     iter_batches,
     parse_control_key,
@@ -656,38 +656,12 @@ class Cleaner:
 def _rebuilt_batch(header: BatchHeader, records: list, delete_horizon_ms: int | None) -> bytes:
     """The surviving records in their original batch's frame (MemoryRecordsBuilder as the
     cleaner uses it: same offsets, producer fields, attributes and codec; new CRC)."""
-    return build_batch(
-        records,
-        base_offset=header.base_offset,
-        codec=header.codec,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        timestamp_type=header.timestamp_type,
-        partition_leader_epoch=header.partition_leader_epoch,
-        last_offset_delta=header.last_offset_delta,
-        delete_horizon_ms=delete_horizon_ms,
-    )
+    return build_batch_like(header, records, delete_horizon_ms=delete_horizon_ms)
 
 
 def _empty_batch(header: BatchHeader) -> bytes:
     """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's header with no records."""
-    return build_batch(
-        [],
-        base_offset=header.base_offset,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        timestamp_type=header.timestamp_type,
-        partition_leader_epoch=header.partition_leader_epoch,
-        base_timestamp=-1,
-        max_timestamp=header.max_timestamp,
-        last_offset_delta=header.last_offset_delta,
-    )
+    return build_batch_like(header, [], codec=0, base_timestamp=-1, max_timestamp=header.max_timestamp)
 
 
 def clean_log(

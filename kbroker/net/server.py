@@ -147,8 +147,8 @@ class KafkaConnection(asyncio.Protocol):
             self._buffer += data
             self._split_frames()
 
-    def _frame_size(self, data: bytes) -> int:
-        (size,) = _SIZE.unpack_from(data)
+    def _frame_size(self, data: bytes | bytearray, at: int = 0) -> int:
+        (size,) = _SIZE.unpack_from(data, at)
         if size < 0 or size > self.server.max_request_bytes:
             # socket.request.max.bytes: Kafka drops a connection announcing a larger request
             raise MalformedRequest(f"request of {size} bytes exceeds socket.request.max.bytes")
@@ -190,10 +190,7 @@ class KafkaConnection(asyncio.Protocol):
         start = 0
         end = len(buffer)
         while end - start >= 4:
-            (size,) = _SIZE.unpack_from(buffer, start)
-            if size < 0 or size > self.server.max_request_bytes:
-                # socket.request.max.bytes: Kafka drops a connection announcing a larger request
-                raise MalformedRequest(f"request of {size} bytes exceeds socket.request.max.bytes")
+            size = self._frame_size(buffer, start)
             if end - start - 4 < size:
                 break
             with memoryview(buffer) as view:  # one copy, and the view is gone before the del below
@@ -202,9 +199,9 @@ class KafkaConnection(asyncio.Protocol):
             start += 4 + size
         if start:
             del buffer[:start]
-        if len(buffer) >= 4 and self._frame_size(buffer) + 4 - len(buffer) > _CHUNKED_FROM:
+        if len(buffer) >= 4 and (need := self._frame_size(buffer) + 4) - len(buffer) > _CHUNKED_FROM:
             # the start of a large request: gather the rest as pieces
-            self._chunks, self._chunked, self._chunk_need = [bytes(buffer)], len(buffer), self._frame_size(buffer) + 4
+            self._chunks, self._chunked, self._chunk_need = [bytes(buffer)], len(buffer), need
             buffer.clear()
 
     # --- running handlers -----------------------------------------------------------------
