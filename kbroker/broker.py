@@ -171,8 +171,9 @@ class Broker:
         self.topics_by_id[topic.topic_id] = topic
         config = self.log_config_for(topic)
         for partition in range(topic.partitions):
-            if self.logs.get(topic.name, partition) is None:
-                self.logs.create(topic.name, partition, config)
+            log = self.logs.get(topic.name, partition) or self.logs.create(topic.name, partition, config)
+            # this node becomes the leader: as Kafka's makeLeader, its epoch starts at the log end
+            log.maybe_assign_epoch_start_offset(LEADER_EPOCH, log.log_end_offset)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         from kbroker.topic_configs import validate_topic_configs

@@ -6,7 +6,7 @@ microseconds per field. The generated functions are straight-line code with the 
 decisions already taken, consecutive fixed-width fields merged into one `struct` call, and
 nested structs inlined as loops, so decoding a ProduceRequest is a handful of C calls.
 
-Decoders take `(buf, pos)` (bytes or memoryview) and return `(obj, new_pos)`; `records`
+Decoders take `(buf, pos)` (bytes, bytearray or memoryview) and return `(obj, new_pos)`; `records`
 fields come back as zero-copy slices of `buf`. Encoders take `(obj, out, regions)` and
 append to the bytearray `out`; a `records` value that is not bytes-like (for example a
 file range the network layer will `sendfile`) is not copied: its position in `out` is
@@ -619,7 +619,7 @@ def generate(message: MessageSpec, version: int, classes: dict[str, type],
     src.emit(0, "def decode(buf, pos=0):")
     if _has_records(message.fields):
         src.emit(1, "view = memoryview(buf)")
-    src.emit(1, "if type(buf) is not bytes: buf = bytes(buf)")
+    src.emit(1, "if type(buf) is memoryview: buf = bytes(buf)  # bytes and bytearray are read in place")
     src.emit(1, "end = len(buf)")
     src.emit(1, "try:")
     _emit_decode_struct(src, 2, message.name, message.fields, "obj", ctx, classes)

@@ -10,6 +10,7 @@ broker's versions can read it (KIP-511).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from wire import messages
 from wire.exceptions import DecodeError
@@ -47,9 +48,18 @@ def peek_api(buf, pos: int = 0) -> tuple[int, int]:
 
 def decode_request_header(buf, pos: int = 0):
     """Decode the header of a request frame body; returns `(header, body_position)`."""
-    api_key, api_version = peek_api(buf, pos)
-    version = request_header_version(api_key, api_version)
-    return messages.decode("RequestHeader", version, buf, pos)
+    key_and_version = peek_api(buf, pos)
+    decode = _HEADER_DECODERS.get(key_and_version)
+    if decode is None:  # every request goes through here: look the decoder up once per known version
+        api_key, api_version = key_and_version
+        decode = messages.codec("RequestHeader", request_header_version(api_key, api_version)).decode
+        known = messages.apis().get(api_key)
+        if known is not None and known.versions.low <= api_version <= known.versions.high:
+            _HEADER_DECODERS[key_and_version] = decode
+    return decode(buf, pos)
+
+
+_HEADER_DECODERS: dict[tuple[int, int], Callable] = {}
 
 
 def encode_request_header(header, out: bytearray | None = None) -> bytearray:

@@ -25,7 +25,7 @@ import crc32c
 
 from wire.compression import DEFAULT_MAX_OUTPUT, compress, decompress
 from wire.exceptions import CorruptRecordError, DecodeError, EncodeError
-from wire.varint import encode_varint, read_varint, read_varlong
+from wire.varint import encode_varint, read_uvarint, read_varint, read_varlong
 
 __all__ = [
     "CONTROL_ABORT",
@@ -53,6 +53,7 @@ __all__ = [
     "peek_magic",
     "read_batch_header",
     "records_section",
+    "restamped_header",
     "set_max_timestamp",
     "validate_batch",
 ]
@@ -301,6 +302,50 @@ def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int
     struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
 
 
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+def restamped_header(
+    buf: _Buffer,
+    pos: int,
+    header: BatchHeader,
+    base_offset: int,
+    leader_epoch: int | None,
+    max_timestamp: int,
+    timestamp_type: int,
+) -> bytearray:
+    """A copy of the batch's 61-byte header with offsets, leader epoch, timestamp type and
+    maxTimestamp set, to be written ahead of the batch's untouched records.
+
+    The produce path copies headers, not requests. A changed timestamp type or maxTimestamp
+    is re-CRCed over the new header and the records where they lie.
+    """
+    if not _INT64_MIN <= base_offset <= _INT64_MAX:
+        raise EncodeError(f"base offset {base_offset} is not an int64")
+    if not _INT64_MIN <= max_timestamp <= _INT64_MAX:
+        raise EncodeError(f"timestamp {max_timestamp} is not an int64")
+    head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
+    _BASE_OFFSET.pack_into(head, 0, base_offset)
+    if leader_epoch is not None:
+        if not _INT32_MIN <= leader_epoch <= _INT32_MAX:
+            raise EncodeError(f"leader epoch {leader_epoch} is not an int32")
+        _LEADER_EPOCH.pack_into(head, _LEADER_EPOCH_OFFSET, leader_epoch)
+    attributes = header.attributes & ~_ATTR_LOG_APPEND_TIME
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= _ATTR_LOG_APPEND_TIME
+    if attributes != header.attributes or max_timestamp != header.max_timestamp:
+        _ATTRIBUTES.pack_into(head, _ATTRIBUTES_OFFSET, attributes)
+        _MAX_TIMESTAMP.pack_into(head, _MAX_TIMESTAMP_OFFSET, max_timestamp)
+        crc = crc32c.crc32c(memoryview(head)[_ATTRIBUTES_OFFSET:])
+        crc = crc32c.crc32c(memoryview(buf)[pos + HEADER_SIZE : pos + header.size], crc)
+        _CRC.pack_into(head, _CRC_OFFSET, crc)
+    return head
+
+
 # --- records ------------------------------------------------------------------------------
 
 
@@ -319,37 +364,99 @@ def records_section(
     return header, decompress(header.codec, body, max_output=max_output)
 
 
+_MIN_RUN = 16  # records in a run worth reading by column
+_FIRST_PROBE = 64  # records compared per column at first; eight times more while the run goes on
+_COPY_RECORDS_BELOW = 1024  # average record size (bytes) under which a section is scanned as bytes
+
+
 def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
     """The largest timestampDelta among a records section's records (-1 when it has none).
 
     Kafka takes a batch's maxTimestamp from its records, not from what the producer wrote in
-    the header. This hops from record to record by length, reading only the delta."""
+    the header, so this runs for every produced record. It hops from record to record by
+    length, reading only the delta. Where consecutive records have the same length prefix
+    (same-sized values: the records sit a fixed stride apart), the whole run is checked and
+    its deltas read with strided slices, in C; a short section surfaces as the IndexError
+    of reading past its end."""
+    view: _Buffer = memoryview(section)
+    if type(section) is not bytes and len(view) <= record_count * _COPY_RECORDS_BELOW:
+        view = bytes(view)  # small records: bytes reads and strided slices beat a memoryview's
     largest = -1
-    pos = 0
-    size = len(section)
-    for _ in range(record_count):
-        if pos >= size:
-            raise CorruptRecordError("records section ends before its record count")
-        byte = section[pos]
-        if byte < 0x80:
-            length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif pos + 1 < size and section[pos + 1] < 0x80:  # records of 64 B to 8 KiB
-            raw = (byte & 0x7F) | (section[pos + 1] << 7)
-            length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
-        else:
-            length, pos = read_varint(section, pos)
-        end = pos + length
-        if length < 6 or end > size:
-            raise CorruptRecordError(f"record length {length} out of bounds")
-        byte = section[pos + 1]  # after the attributes byte
-        if byte < 0x80:
-            delta = (byte >> 1) ^ -(byte & 1)
-        else:
-            delta, _ = read_varlong(section, pos + 1)
-        if delta > largest:
-            largest = delta
-        pos = end
+    pos = done = 0
+    plain_until = 0  # records up to here go one by one (a run whose deltas are not all one byte)
+    try:
+        while done < record_count:
+            byte = view[pos]
+            if byte < 0x80:
+                prefix, raw = 1, byte
+            elif (second := view[pos + 1]) < 0x80:  # records of 64 B to 8 KiB
+                prefix, raw = 2, (byte & 0x7F) | (second << 7)
+            else:
+                raw, after = read_uvarint(view, pos)
+                prefix = after - pos
+            length = (raw >> 1) ^ -(raw & 1)
+            if length < 6:
+                raise CorruptRecordError(f"record length {length} out of bounds")
+            step = prefix + length
+            if done >= plain_until and record_count - done > 1 and view[pos + step] == byte:
+                run = _uniform_run(view, pos, step, prefix, record_count - done)
+                run_largest = _run_max_delta(view, pos + prefix + 1, step, run) if run >= _MIN_RUN else None
+                if run_largest is None:
+                    plain_until = done + run
+                else:
+                    largest = max(largest, run_largest)
+                    done += run
+                    pos += run * step
+                    continue
+            byte = view[pos + prefix + 1]  # after the attributes byte
+            if byte < 0x80:
+                delta = (byte >> 1) ^ -(byte & 1)
+            else:
+                delta, _ = read_varlong(view, pos + prefix + 1)
+            if delta > largest:
+                largest = delta
+            done += 1
+            pos += step
+    except (IndexError, DecodeError):
+        raise CorruptRecordError("records section ends before its record count") from None
+    if pos > len(view):
+        raise CorruptRecordError("the last record runs past the end of the records section")
     return largest
+
+
+def _uniform_run(view: _Buffer, pos: int, step: int, prefix: int, limit: int) -> int:
+    """How many records from `pos` on (at most `limit`) begin with the same `prefix` bytes of
+    length as the one at `pos`, each therefore `step` bytes after the last. Whole records only."""
+    limit = min(limit, (len(view) - pos) // step)
+    run, probe = 0, _FIRST_PROBE
+    while run < limit:
+        count = min(probe, limit - run)
+        start = pos + run * step
+        same = count
+        for k in range(prefix):
+            column = bytes(view[start + k : start + k + count * step : step])
+            same = min(same, len(column) - len(column.lstrip(view[pos + k : pos + k + 1])))
+        run += same
+        if same < count:
+            break
+        probe *= 8
+    return run
+
+
+def _run_max_delta(view: _Buffer, first: int, step: int, run: int) -> int | None:
+    """The largest timestampDelta of `run` records whose deltas start `step` bytes apart from
+    `first`, or None unless every delta is a one-byte varint. Zigzag puts deltas >= 0 on even
+    bytes, largest last; membership tests (memchr) find it without a Python loop per record."""
+    column = bytes(view[first : first + run * step : step])
+    if not column.isascii():
+        return None
+    for byte in range(126, -1, -2):
+        if byte in column:
+            return byte >> 1
+    for byte in range(1, 128, 2):  # every delta negative: the smallest odd byte is the largest
+        if byte in column:
+            return -((byte + 1) >> 1)
+    return None  # unreachable: an ASCII column of one or more bytes holds an even or an odd byte
 
 
 def iter_records(buf: _Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:

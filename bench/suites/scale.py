@@ -8,9 +8,9 @@
    linger.ms=5) and read the broker's RSS (VmRSS of the subprocess). Then a clean restart
    (SIGTERM, start again) is timed until Metadata is answered, and RSS read again. The peers
    (librdkafka's mock, and --peer) get the same topics for the throughput figure; RSS and
-   restart have no peer. kbroker keeps three descriptors per partition (the .log file, and
-   CPython's mmap keeps a duplicate of each index's descriptor), so a count that needs more
-   than the open-file hard limit is reported as not run rather than attempted.
+   restart have no peer. kbroker keeps one descriptor per written partition (its active
+   .log; indexes and idle old segments hold none, see kbroker.log._handles), so a count that
+   needs more than the open-file hard limit is reported as not run rather than attempted.
 2. Idle connections (1,000; quick: 100): plain sockets that each complete an ApiVersions
    exchange and stay open while a producer loads 10 partitions. Throughput with and without
    them, interleaved; every idle connection must still answer an ApiVersions at the end.
@@ -52,8 +52,8 @@ SUITE = "scale"
 TIME_BUDGET = (40, 1500)
 TOPIC_WIDTH = 100            # partitions per topic once a count exceeds it
 FILL_RECORDS = 2             # records written into every partition before measuring
-DESCRIPTORS_PER_PARTITION = 3
-DESCRIPTOR_HEADROOM = 1_000  # sockets, the listener, Python itself
+DESCRIPTORS_PER_PARTITION = 1
+DESCRIPTOR_HEADROOM = 1_000  # sockets, the listener, Python itself, the shared LRU of old segments' files
 RSS_TARGETS_MIB = {1_000: 250, 10_000: 1024}
 RESTART_TARGETS_S = {1_000: 3.0}
 LOAD_PARTITIONS = 10         # the topic of the idle-connection and group parts

@@ -8,6 +8,7 @@ from kbroker.apis import (  # noqa: F401 - imported for their @handles registrat
     describe_producers,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     log_dirs,
     metadata,

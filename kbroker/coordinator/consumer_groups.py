@@ -17,23 +17,29 @@ Kept free of wire types so it can be tested directly. Kafka's model, in short:
   `group.consumer.session.timeout.ms`, or slower than its rebalance timeout to revoke, is
   removed.
 
-Group state is kept in memory only: after a broker restart members heartbeat to a group
-that is gone, get UNKNOWN_MEMBER_ID and rejoin with epoch 0 (committed offsets survive,
-they live in `__consumer_offsets`). Kafka itself would answer GROUP_ID_NOT_FOUND there,
-which Java clients treat as fatal; it never meets the case because it persists groups.
+Group state is persisted as Kafka persists it: every operation that changes a group hands
+the change, as Kafka's coordinator records (group epoch, subscription metadata, member
+subscription, target assignment and its epoch, current member assignment; a tombstone
+deletes), to `persist`, which appends them to `__consumer_offsets`. Which records an
+operation writes is worked out by comparing the group before and after it, so only what
+changed is written, in the order Kafka writes them. At start the records are replayed
+(`replay`) and the groups handed to `ConsumerGroupCoordinator.load`: members come back with
+their epochs and assignments and carry on; their session timers restart at load, as Kafka's
+do. Encoding to bytes lives in kbroker.coordinator.consumer_group_records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import enum
 import logging
 import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -239,18 +245,208 @@ class ComputedAssignment:
     targets: dict[str, TopicPartitions]
 
 
+# --- persisted records ----------------------------------------------------------------------
+# One class per Kafka coordinator record type; None in the payload field is the tombstone.
+
+@dataclass(frozen=True)
+class GroupEpochRecord:
+    """ConsumerGroupMetadata: the group epoch. Its tombstone deletes the group."""
+
+    group_id: str
+    epoch: int | None
+
+
+@dataclass(frozen=True)
+class SubscriptionMetadataRecord:
+    """ConsumerGroupPartitionMetadata: the subscribed topics as last seen (a change bumps the epoch)."""
+
+    group_id: str
+    topics: tuple[TopicMetadata, ...] | None
+
+
+@dataclass(frozen=True)
+class MemberSubscriptionRecord:
+    """ConsumerGroupMemberMetadata: a member's SUBSCRIPTION_FIELDS. Its tombstone removes the member."""
+
+    group_id: str
+    member_id: str
+    member: ConsumerGroupMember | None
+
+
+@dataclass(frozen=True)
+class AssignmentEpochRecord:
+    """ConsumerGroupTargetAssignmentMetadata: the epoch the target assignment was computed for."""
+
+    group_id: str
+    epoch: int | None
+
+
+@dataclass(frozen=True)
+class TargetAssignmentRecord:
+    """ConsumerGroupTargetAssignmentMember: what the assignor gave one member."""
+
+    group_id: str
+    member_id: str
+    partitions: TopicPartitions | None
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentRecord:
+    """ConsumerGroupCurrentMemberAssignment: a member's ASSIGNMENT_FIELDS (epochs, state, partitions)."""
+
+    group_id: str
+    member_id: str
+    member: ConsumerGroupMember | None
+
+
+GroupRecord = (GroupEpochRecord | SubscriptionMetadataRecord | MemberSubscriptionRecord | AssignmentEpochRecord
+               | TargetAssignmentRecord | CurrentAssignmentRecord)
+
+SUBSCRIPTION_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
+                       "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+ASSIGNMENT_FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned", "pending_revocation")
+
+
+def _changed(old: ConsumerGroupMember | None, new: ConsumerGroupMember, names: tuple[str, ...]) -> bool:
+    """Whether `new` differs from `old` (None: a new member) in the fields `names`."""
+    if old is new:
+        return False
+    return old is None or any(getattr(old, name) != getattr(new, name) for name in names)
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """The persisted part of a group as it stood before an operation. Members are immutable
+    and targets are replaced, never changed in place, so shallow copies are enough."""
+
+    group_epoch: int
+    assignment_epoch: int
+    subscription_metadata: dict[str, TopicMetadata]
+    members: dict[str, ConsumerGroupMember]
+    target: dict[str, TopicPartitions]
+
+    @classmethod
+    def of(cls, group: ConsumerGroup) -> GroupSnapshot:
+        return cls(group.group_epoch, group.assignment_epoch, dict(group.subscription_metadata),
+                   dict(group.members), dict(group.target))
+
+
+def _member_tombstones(group_id: str, member_id: str) -> list[GroupRecord]:
+    """A leaving member's records, in Kafka's order (its replay insists the assignment goes first)."""
+    return [CurrentAssignmentRecord(group_id, member_id, None), TargetAssignmentRecord(group_id, member_id, None),
+            MemberSubscriptionRecord(group_id, member_id, None)]
+
+
+def group_tombstones(group_id: str, group: ConsumerGroup | GroupSnapshot) -> list[GroupRecord]:
+    """Everything a deleted group leaves behind, tombstoned in the order Kafka writes them."""
+    records: list[GroupRecord] = [CurrentAssignmentRecord(group_id, m, None) for m in group.members]
+    records += [TargetAssignmentRecord(group_id, m, None) for m in group.members]
+    records.append(AssignmentEpochRecord(group_id, None))
+    records += [MemberSubscriptionRecord(group_id, m, None) for m in group.members]
+    records += [SubscriptionMetadataRecord(group_id, None), GroupEpochRecord(group_id, None)]
+    return records
+
+
+def group_changes(group_id: str, before: GroupSnapshot | None, group: ConsumerGroup | None) -> list[GroupRecord]:
+    """The records that take a group from `before` to its current state (None: no such group),
+    only for what changed, in the order Kafka's heartbeat and fencing write them."""
+    if group is None:
+        return [] if before is None else group_tombstones(group_id, before)
+    old_members = before.members if before is not None else {}
+    old_target = before.target if before is not None else {}
+    records: list[GroupRecord] = []
+    for member_id in old_members:
+        if member_id not in group.members:
+            records += _member_tombstones(group_id, member_id)
+    for member_id, member in group.members.items():
+        if _changed(old_members.get(member_id), member, SUBSCRIPTION_FIELDS):
+            records.append(MemberSubscriptionRecord(group_id, member_id, member))
+    old_metadata = before.subscription_metadata if before is not None else {}
+    if group.subscription_metadata != old_metadata:
+        records.append(SubscriptionMetadataRecord(group_id, tuple(group.subscription_metadata.values())))
+    if before is None or group.group_epoch != before.group_epoch:
+        records.append(GroupEpochRecord(group_id, group.group_epoch))
+    for member_id, target in group.target.items():
+        old_partitions = old_target.get(member_id)
+        if old_partitions is not target and old_partitions != target:
+            records.append(TargetAssignmentRecord(group_id, member_id, target))
+    for member_id in old_target:
+        if member_id not in group.target and member_id in group.members:  # gone members were tombstoned above
+            records.append(TargetAssignmentRecord(group_id, member_id, None))
+    if before is None or group.assignment_epoch != before.assignment_epoch:
+        records.append(AssignmentEpochRecord(group_id, group.assignment_epoch))
+    for member_id, member in group.members.items():
+        if _changed(old_members.get(member_id), member, ASSIGNMENT_FIELDS):
+            records.append(CurrentAssignmentRecord(group_id, member_id, member))
+    return records
+
+
+def replay(groups: dict[str, ConsumerGroup], record: GroupRecord) -> None:
+    """Apply one record read back from `__consumer_offsets` (later records win).
+
+    Lenient where Kafka is strict about order: compaction keeps only the latest record per
+    key, so a member's records may come before its group's epoch record; any value record
+    brings its group (and member) into being, a tombstone for something unknown is ignored."""
+    group_id = record.group_id
+    group = groups.get(group_id)
+    if group is None:
+        if is_tombstone(record):
+            return
+        group = groups[group_id] = ConsumerGroup(group_id)
+    match record:
+        case GroupEpochRecord(epoch=None):
+            del groups[group_id]
+        case GroupEpochRecord(epoch=epoch):
+            group.group_epoch = epoch
+        case SubscriptionMetadataRecord(topics=topics):
+            group.subscription_metadata = {t.name: t for t in topics or ()}
+        case AssignmentEpochRecord(epoch=epoch):
+            group.assignment_epoch = epoch if epoch is not None else 0
+        case TargetAssignmentRecord(member_id=member_id, partitions=None):
+            group.target.pop(member_id, None)
+        case TargetAssignmentRecord(member_id=member_id, partitions=partitions):
+            group.target[member_id] = partitions
+        case MemberSubscriptionRecord(member_id=member_id, member=None):
+            group.drop_member(member_id)
+        case MemberSubscriptionRecord(member_id=member_id, member=stored):
+            _replay_member(group, member_id, stored, SUBSCRIPTION_FIELDS)
+        case CurrentAssignmentRecord(member_id=member_id, member=None):
+            if member_id in group.members:  # Kafka's tombstone: out of the assignment, the member record goes next
+                group.put_member(replace(group.members[member_id], member_epoch=LEAVE_EPOCH,
+                                         previous_member_epoch=LEAVE_EPOCH, assigned={}, pending_revocation={}))
+        case CurrentAssignmentRecord(member_id=member_id, member=stored):
+            _replay_member(group, member_id, stored, ASSIGNMENT_FIELDS)
+
+
+_PAYLOAD_FIELD = {GroupEpochRecord: "epoch", SubscriptionMetadataRecord: "topics", AssignmentEpochRecord: "epoch",
+                  TargetAssignmentRecord: "partitions", MemberSubscriptionRecord: "member",
+                  CurrentAssignmentRecord: "member"}
+
+
+def is_tombstone(record: GroupRecord) -> bool:
+    return getattr(record, _PAYLOAD_FIELD[type(record)]) is None
+
+
+def _replay_member(group: ConsumerGroup, member_id: str, stored: ConsumerGroupMember,
+                   names: tuple[str, ...]) -> None:
+    existing = group.members.get(member_id) or ConsumerGroupMember(member_id)
+    group.put_member(replace(existing, **{name: getattr(stored, name) for name in names}))
+
+
 class ConsumerGroupCoordinator:
     """Every KIP-848 group of this broker; all methods run on the broker's event loop.
 
     `topics` gives the broker's topics by name; `claim_group_id(group_id)` is asked before
     a new consumer group takes an id and says whether it may (a classic group with members
-    keeps its id)."""
+    keeps its id); `persist(group_id, records)` stores what an operation changed (see the
+    module doc)."""
 
     def __init__(self, topics: Callable[[], Mapping[str, TopicInfo]],
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  assignors: Sequence[str] = ASSIGNORS,
                  claim_group_id: Callable[[str], bool] | None = None,
-                 clock: Callable[[], float] = monotonic_ms) -> None:
+                 clock: Callable[[], float] = monotonic_ms,
+                 persist: Callable[[str, list[GroupRecord]], None] | None = None) -> None:
         if not assignors:
             raise ValueError("group.consumer.assignors must name at least one assignor")
         self.topics = topics
@@ -259,8 +455,52 @@ class ConsumerGroupCoordinator:
         self.assignors = tuple(assignors)
         self.claim_group_id = claim_group_id or (lambda group_id: True)
         self.clock = clock
+        self.persist = persist
         self.groups: dict[str, ConsumerGroup] = {}
         self._expiry: asyncio.Task | None = None
+
+    def load(self, groups: Mapping[str, ConsumerGroup]) -> None:
+        """Take over groups rebuilt by `replay`; every member's session timer starts now, and
+        one still revoking gets its rebalance timeout again (Kafka's onLoaded)."""
+        now = self.clock()
+        for group_id, group in groups.items():
+            for member_id, member in list(group.members.items()):
+                if member.member_epoch == LEAVE_EPOCH:  # its assignment was tombstoned, its removal cut short
+                    group.drop_member(member_id)
+            group.partition_epochs.clear()
+            for member in list(group.members.values()):
+                group.put_member(member)
+            for member in group.members.values():
+                timers = group.timers[member.member_id] = MemberTimers(now + self.session_timeout_ms)
+                if member.state == MemberState.UNREVOKED_PARTITIONS:
+                    timers.revocation_deadline = now + max(member.rebalance_timeout_ms, 0)
+                    timers.revocation_epoch = member.member_epoch
+            self.groups[group_id] = group
+            log.info("Loaded consumer group %s at epoch %d with %d members.", group_id, group.group_epoch,
+                     len(group.members))
+
+    @contextlib.contextmanager
+    def _recording(self, group_id: str) -> Iterator[None]:
+        """Persist whatever the enclosed operation changed in the group, even if it then failed
+        (memory and log must agree); a group it created but left empty is not kept, as in Kafka."""
+        existing = self.groups.get(group_id)
+        before = GroupSnapshot.of(existing) if existing is not None else None
+        try:
+            yield
+        finally:
+            group = self.groups.get(group_id)
+            if before is None and group is not None and not group.members and group.group_epoch == 0:
+                del self.groups[group_id]
+                group = None
+            self._write(group_id, group_changes(group_id, before, group))
+
+    def _write(self, group_id: str, records: list[GroupRecord]) -> None:
+        if not records or self.persist is None:
+            return
+        try:
+            self.persist(group_id, records)
+        except Exception:  # the group keeps working in memory; only a restart would lose the change
+            log.exception("could not store the state of consumer group %s", group_id)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -286,7 +526,10 @@ class ConsumerGroupCoordinator:
         return self.groups.get(group_id)
 
     def forget(self, group_id: str) -> None:
-        self.groups.pop(group_id, None)
+        """Delete a group: out of memory, and tombstones for all its records."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            self._write(group_id, group_tombstones(group_id, group))
 
     @property
     def default_assignor(self) -> str:
@@ -297,9 +540,10 @@ class ConsumerGroupCoordinator:
     def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         try:
             self._validate(request)
-            if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(request)
-            return self._heartbeat(request)
+            with self._recording(request.group_id):
+                if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                    return self._leave(request)
+                return self._heartbeat(request)
         except GroupError as error:
             return HeartbeatResult(error.error_code, error.message)
 
@@ -391,8 +635,10 @@ class ConsumerGroupCoordinator:
         if group is not None:
             return group
         if not create:
-            # Kafka says GROUP_ID_NOT_FOUND, but it keeps groups across restarts; we do not, and
-            # UNKNOWN_MEMBER_ID is what makes a member of a forgotten group rejoin (see the module doc)
+            # Kafka 3.9 says GROUP_ID_NOT_FOUND, which Java clients treat as fatal. Groups survive
+            # restarts here too, but one can still be missing (a data directory from a kbroker that
+            # kept them in memory, a crash before the records were written): UNKNOWN_MEMBER_ID
+            # makes its members rejoin with epoch 0 instead
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
         if not self.claim_group_id(group_id):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
@@ -559,21 +805,16 @@ class ConsumerGroupCoordinator:
         now = self.clock() if now_ms is None else now_ms
         fenced = []
         for group in list(self.groups.values()):
-            for member_id, timers in list(group.timers.items()):
-                member = group.members.get(member_id)
-                if member is None:
-                    continue
-                if now >= timers.session_deadline:
-                    reason = "the member session expired"
-                elif (timers.revocation_deadline is not None and now >= timers.revocation_deadline
-                      and member.state == MemberState.UNREVOKED_PARTITIONS
-                      and member.member_epoch == timers.revocation_epoch):
-                    reason = f"it failed to revoke partitions within {member.rebalance_timeout_ms}ms"
-                else:
-                    continue
-                log.info("[GroupId %s] Member %s fenced from the group because %s.", group.group_id, member_id, reason)
-                self.fence(group, member_id)
-                fenced.append((group.group_id, member_id))
+            expired = [(member_id, reason) for member_id, timers in group.timers.items()
+                       if (reason := _expiry_reason(group.members.get(member_id), timers, now))]
+            if not expired:
+                continue
+            with self._recording(group.group_id):
+                for member_id, reason in expired:
+                    log.info("[GroupId %s] Member %s fenced from the group because %s.", group.group_id, member_id,
+                             reason)
+                    self.fence(group, member_id)
+                    fenced.append((group.group_id, member_id))
         return fenced
 
     # --- offsets --------------------------------------------------------------------------
@@ -603,6 +844,18 @@ class ConsumerGroupCoordinator:
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
+
+
+def _expiry_reason(member: ConsumerGroupMember | None, timers: MemberTimers, now: float) -> str | None:
+    """Why the member is to be fenced at `now`, or None while it is within its timeouts."""
+    if member is None:
+        return None
+    if now >= timers.session_deadline:
+        return "the member session expired"
+    if (timers.revocation_deadline is not None and now >= timers.revocation_deadline
+            and member.state == MemberState.UNREVOKED_PARTITIONS and member.member_epoch == timers.revocation_epoch):
+        return f"it failed to revoke partitions within {member.rebalance_timeout_ms}ms"
+    return None
 
 
 def _compile_regex(regex: str) -> re.Pattern:

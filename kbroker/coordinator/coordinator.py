@@ -6,9 +6,10 @@ import asyncio
 import logging
 import time
 
+from kbroker.coordinator.consumer_group_records import ConsumerGroupOffsetStore
 from kbroker.coordinator.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupState
 from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member, monotonic_ms
-from kbroker.coordinator.offsets import GROUP_VALUE_VERSION, OffsetStore
+from kbroker.coordinator.offsets import GROUP_VALUE_VERSION
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -21,7 +22,7 @@ class Coordinator:
     """Built by `Broker.coordinator` (the runner builds it at start, replaying `__consumer_offsets`)."""
 
     def __init__(self, broker, offsets_retention_ms: int = OFFSETS_RETENTION_MS) -> None:
-        self.offsets = OffsetStore(broker)
+        self.offsets = ConsumerGroupOffsetStore(broker)  # its replay also rebuilds KIP-848 groups
         self.groups = GroupCoordinator(int(broker.config["group.initial.rebalance.delay.ms"]), self._persist,
                                        max_size=int(broker.config["group.max.size"]))
         for group_id, raw in self.offsets.loaded_groups.items():
@@ -36,7 +37,8 @@ class Coordinator:
         self.consumer_groups = ConsumerGroupCoordinator(
             lambda: broker.topics, int(config["group.consumer.heartbeat.interval.ms"]),
             int(config["group.consumer.session.timeout.ms"]), config["group.consumer.assignors"],
-            claim_group_id=self._claim_for_consumer_group)
+            claim_group_id=self._claim_for_consumer_group, persist=self.offsets.write_consumer_group_records)
+        self.consumer_groups.load(self.offsets.consumer_groups)
 
     def _claim_for_consumer_group(self, group_id: str) -> bool:
         """A KIP-848 group may take over an id whose classic group has no members (Kafka deletes

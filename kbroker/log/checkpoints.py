@@ -1,4 +1,5 @@
-"""Kafka's small text files at the root of a log dir (and `partition.metadata` in a partition dir).
+"""Kafka's small text files at the root of a log dir (and, in a partition dir, `partition.metadata`
+and `leader-epoch-checkpoint`).
 
 Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
 `log-start-offset-checkpoint`, and the log cleaner's `cleaner-offset-checkpoint`) are::
@@ -7,6 +8,9 @@ Offset checkpoints (`recovery-point-offset-checkpoint`, `replication-offset-chec
     2                     <- number of entries
     my-topic 0 1234       <- topic, partition, offset; one line each, "\\n" endings
     my-topic 1 99
+
+A partition dir's `leader-epoch-checkpoint` has the same frame with `epoch start-offset`
+lines (kbroker.log.leader_epoch_cache keeps it).
 
 They are replaced atomically: write `<name>.tmp`, fsync, rename over, fsync the directory.
 `meta.properties` is a java.util.Properties file (Kafka writes it with `store(out, "")`).
@@ -26,6 +30,7 @@ from pathlib import Path
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
+    "LEADER_EPOCH_CHECKPOINT",
     "LOCK_FILE",
     "LOG_START_OFFSET_CHECKPOINT",
     "META_PROPERTIES",
@@ -36,19 +41,23 @@ __all__ = [
     "MetaProperties",
     "atomic_write",
     "format_checkpoint",
+    "format_leader_epoch_checkpoint",
     "format_offsets_checkpoint",
     "format_properties",
     "fsync_dir",
     "has_clean_shutdown_file",
     "new_cluster_id",
     "parse_checkpoint",
+    "parse_leader_epoch_checkpoint",
     "parse_offsets_checkpoint",
     "parse_properties",
+    "read_leader_epoch_checkpoint",
     "read_meta_properties",
     "read_offsets_checkpoint",
     "read_partition_metadata",
     "remove_clean_shutdown_file",
     "write_clean_shutdown_file",
+    "write_leader_epoch_checkpoint",
     "write_meta_properties",
     "write_offsets_checkpoint",
     "write_partition_metadata",
@@ -61,9 +70,11 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # first dirty offset pe
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA = "partition.metadata"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"  # in each partition dir
 LOCK_FILE = ".lock"
 
 _OFFSETS_VERSION = 0
+_LEADER_EPOCH_VERSION = 0
 
 TopicPartition = tuple[str, int]
 
@@ -151,6 +162,41 @@ def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
     except FileNotFoundError:
         return {}
     return parse_offsets_checkpoint(text, str(path))
+
+
+# --- leader-epoch-checkpoint ----------------------------------------------------------------
+
+
+def format_leader_epoch_checkpoint(entries: Sequence[tuple[int, int]]) -> str:
+    """Kafka's LeaderEpochCheckpointFile: `epoch start-offset` lines, in the order given."""
+    return format_checkpoint(_LEADER_EPOCH_VERSION, [f"{epoch} {start_offset}" for epoch, start_offset in entries])
+
+
+def parse_leader_epoch_checkpoint(text: str, where: str = "leader-epoch-checkpoint") -> list[tuple[int, int]]:
+    entries: list[tuple[int, int]] = []
+    for line in parse_checkpoint(text, _LEADER_EPOCH_VERSION, where):
+        parts = line.split()
+        try:
+            if len(parts) != 2:
+                raise ValueError("expected two fields")
+            entries.append((int(parts[0]), int(parts[1])))
+        except ValueError as exc:
+            raise CheckpointError(f"malformed line in {where}: {line!r}") from exc
+    return entries
+
+
+def write_leader_epoch_checkpoint(path: Path, entries: Sequence[tuple[int, int]]) -> None:
+    atomic_write(path, format_leader_epoch_checkpoint(entries).encode("utf-8"))
+
+
+def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]] | None:
+    """The (epoch, start offset) entries, or None when there is no file: unlike an empty file
+    (which Kafka creates for a partition without epochs), a missing one means "never written"."""
+    try:
+        text = Path(path).read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    return parse_leader_epoch_checkpoint(text, str(path))
 
 
 # --- java.util.Properties -----------------------------------------------------------------

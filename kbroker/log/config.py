@@ -8,6 +8,7 @@ CreateTopics/AlterConfigs ("segment.bytes", "retention.ms", ...); broker-level n
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -82,25 +83,25 @@ class LogConfig:
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1:
             raise ValueError("delete.retention.ms >= 0, min.compaction.lag.ms >= 0, max.compaction.lag.ms >= 1")
 
-    @property
+    @functools.cached_property  # read on every append; the config is frozen
     def cleanup_policies(self) -> tuple[str, ...]:
         """`cleanup.policy` is a list: "delete", "compact" or "compact,delete"."""
         return tuple(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
 
-    @property
+    @functools.cached_property
     def deletes_by_retention(self) -> bool:
         return "delete" in self.cleanup_policies
 
-    @property
+    @functools.cached_property
     def compact(self) -> bool:
         """Whether the log cleaner keeps only the latest record per key (kbroker.log.cleaner)."""
         return "compact" in self.cleanup_policies
 
-    @property
+    @functools.cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
-    @property
+    @functools.cached_property
     def flush_ms(self) -> int | None:
         """flush.ms, with Kafka's "never" (Long.MAX_VALUE) folded into None."""
         if self.flush_interval_ms is None or self.flush_interval_ms >= LONG_MAX:

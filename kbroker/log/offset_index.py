@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from kbroker.log._index import MmapIndex
+from kbroker.log._index import FileIndex
 from kbroker.log.errors import CorruptIndexError
 
 __all__ = ["OffsetIndex", "OffsetPosition"]
@@ -22,8 +22,8 @@ class OffsetPosition(NamedTuple):
     position: int
 
 
-class OffsetIndex(MmapIndex):
-    """Offset -> position lookups in O(log n) over a memory-mapped file."""
+class OffsetIndex(FileIndex):
+    """Offset -> position lookups in O(log n) (binary search over the entries)."""
 
     ENTRY = struct.Struct(">ii")
     SUFFIX = ".index"

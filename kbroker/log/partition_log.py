@@ -1,8 +1,8 @@
 """A partition's log: the `<topic>-<partition>` directory, its segments and its offsets.
 
-Produce and fetch stay at batch level: `append` validates each batch (CRC-32C in C),
-patches offsets into one bytearray copy and writes it with one `write`; `read` returns a
-FileSlice for sendfile. One event loop owns a log; the only other thread is the log
+Produce and fetch stay at batch level: `append` validates each batch (CRC-32C in C) and
+writes it as a restamped copy of its header followed by its records where they lie, all
+with one `writev`; `read` returns a FileSlice for sendfile. One event loop owns a log; the only other thread is the log
 cleaner (kbroker.log.cleaner), so every public method takes `lock` (an uncontended RLock)
 and the cleaner holds it only to look at the segments and to swap cleaned ones in.
 
@@ -39,6 +39,7 @@ from kbroker.log.errors import (
     UnsupportedMessageFormatError,
 )
 from kbroker.log.file_slice import FileSlice
+from kbroker.log.leader_epoch_cache import LeaderEpochCache
 from kbroker.log.loader import load_segments, segment_file_names
 from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
 from kbroker.log.record_keys import first_null_key
@@ -50,10 +51,8 @@ from wire.records import (
     LOG_APPEND_TIME,
     BatchHeader,
     max_record_timestamp_delta,
-    patch_base_offset,
-    patch_partition_leader_epoch,
     records_section,
-    set_max_timestamp,
+    restamped_header,
     validate_batch,
 )
 
@@ -96,11 +95,11 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
-def _records_max_timestamp(buf: bytearray, position: int, header: BatchHeader) -> int:
+def _records_max_timestamp(buf: memoryview, position: int, header: BatchHeader) -> int:
     if header.record_count <= 0:
         return header.max_timestamp
     if header.codec == 0:  # uncompressed: read the records where they are, no copy
-        section = memoryview(buf)[position + HEADER_SIZE : position + header.size]
+        section = buf[position + HEADER_SIZE : position + header.size]
     else:
         _, section = records_section(buf, position)
     return header.base_timestamp + max_record_timestamp_delta(section, header.record_count)
@@ -176,6 +175,9 @@ class PartitionLog:
                                                self.config.producer_id_expiration_ms)
         self._producers.remove_stray_snapshots(self._bases)
         self._rebuild_producer_state(now, reload_from_clean_shutdown=had_clean_shutdown)
+        self._epochs = LeaderEpochCache.load(  # the batches are read only if the file must be rebuilt
+            self.dir, self._log_start_offset, self._leo,
+            lambda: (header for segment in self._segments for _, header in segment.batch_headers()))
 
     # --- offsets ------------------------------------------------------------------------
 
@@ -237,24 +239,27 @@ class PartitionLog:
         nothing is written unless every batch passes. A retried idempotent batch writes
         nothing and returns the original offsets with `duplicate=True`. `coordinator=True`
         is Kafka's COORDINATOR origin (group/transaction coordinators): control batches
-        allowed, client-only rules (sequences, duplicates) skipped.
+        allowed, client-only rules (sequences, duplicates) skipped. `records` is not copied:
+        each batch is written as a restamped copy of its header followed by its records.
         """
         self._check_open()
         now = _now_ms() if now_ms is None else now_ms
-        buf = bytearray(records)
-        batches = self._validate_batches(buf, coordinator)
-        info = self._assign_offsets(buf, batches, now, leader_epoch, trust_max_timestamp=coordinator)
-        if len(buf) > self.config.segment_bytes:
+        view = memoryview(records)
+        headers = self._validate_batches(view, coordinator)
+        if len(view) > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
-                f"{len(buf)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
+                f"{len(view)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
             )
+        pieces, info = self._stamp(view, headers, now, leader_epoch, trust_max_timestamp=coordinator)
         producers = self._producers.prepare(
-            batches, self._leo, now if self.config.log_append_time else None, client=not coordinator
+            headers, self._leo, now if self.config.log_append_time else None, client=not coordinator
         )
         if producers.duplicate is not None:
             return self._duplicate_info(producers.duplicate)
-        segment = self._maybe_roll(len(buf), info, now)
-        segment.append(buf, info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
+        if leader_epoch != self._epochs.latest_epoch:  # a new epoch starts here (Kafka writes it first)
+            self._epochs.assign_appended(leader_epoch, headers, info.first_offset)
+        segment = self._maybe_roll(len(view), info, now)
+        segment.append(pieces, info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
         self._leo = info.last_offset + 1
         self._producers.commit(producers, self._leo)
         self._maybe_flush(now)
@@ -275,7 +280,7 @@ class PartitionLog:
             duplicate=True,
         )
 
-    def _validate_batches(self, buf: bytearray, coordinator: bool) -> list[BatchHeader]:
+    def _validate_batches(self, buf: memoryview, coordinator: bool) -> list[BatchHeader]:
         """Headers of the batches in `buf`, each checked (structure, CRC, Kafka's client rules)."""
         if not buf:
             raise InvalidRecordError("produce request carries no record batch")
@@ -302,7 +307,7 @@ class PartitionLog:
         if not coordinator:
             self._check_client_batch(header)
 
-    def _check_keys(self, buf: bytearray, position: int, header: BatchHeader) -> None:
+    def _check_keys(self, buf: memoryview, position: int, header: BatchHeader) -> None:
         """Kafka's LogValidator rule for compacted topics: every record needs a key."""
         index = first_null_key(memoryview(buf)[position : position + header.size], header)
         if index is not None:
@@ -325,38 +330,39 @@ class PartitionLog:
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
 
-    def _assign_offsets(
-        self, buf: bytearray, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None,
+    def _stamp(
+        self, view: memoryview, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None,
         trust_max_timestamp: bool = False,
-    ) -> AppendInfo:
-        """Patch baseOffset (and leader epoch, LogAppendTime) batch by batch, in place.
+    ) -> tuple[list[bytes | bytearray | memoryview], AppendInfo]:
+        """Each batch as (restamped header, records): offsets from the log end, the leader epoch,
+        and maxTimestamp as Kafka's LogValidator sets it, from the records whatever the producer
+        wrote (kafkajs, for one, can understate it), or the append time on LogAppendTime topics.
         `trust_max_timestamp`: the batches come from kbroker's own coordinators, which build
         their headers from the records, so the records need not be read again."""
         append_time = self.config.log_append_time
+        timestamp_type = LOG_APPEND_TIME if append_time else CREATE_TIME
         next_offset = self._leo
         position = record_count = 0
         max_timestamp = offset_of_max = NO_TIMESTAMP
+        pieces: list[bytes | bytearray | memoryview] = []
         for header in headers:
-            patch_base_offset(buf, position, next_offset)
-            if leader_epoch is not None:
-                patch_partition_leader_epoch(buf, position, leader_epoch)
-            batch_max = header.max_timestamp
             if append_time:
-                set_max_timestamp(buf, position, LOG_APPEND_TIME, now_ms)
                 batch_max = now_ms
+            elif trust_max_timestamp:
+                batch_max = header.max_timestamp
             else:
-                # Kafka's LogValidator takes maxTimestamp from the records, whatever the
-                # producer wrote in the header (kafkajs, for one, can understate it)
-                if not trust_max_timestamp:
-                    batch_max = _records_max_timestamp(buf, position, header)
-                if batch_max != header.max_timestamp or header.timestamp_type == LOG_APPEND_TIME:
-                    set_max_timestamp(buf, position, CREATE_TIME, batch_max)
+                batch_max = _records_max_timestamp(view, position, header)
+            end = position + header.size
+            pieces.append(restamped_header(view, position, header, next_offset, leader_epoch, batch_max,
+                                           timestamp_type))
+            if end > position + HEADER_SIZE:
+                pieces.append(view[position + HEADER_SIZE : end])
             next_offset += header.last_offset_delta + 1
             if batch_max > max_timestamp:
                 max_timestamp, offset_of_max = batch_max, next_offset - 1
             record_count += header.record_count
-            position += header.size
-        return AppendInfo(
+            position = end
+        return pieces, AppendInfo(
             first_offset=self._leo,
             last_offset=next_offset - 1,
             log_append_time=now_ms if append_time else NO_TIMESTAMP,
@@ -364,7 +370,7 @@ class PartitionLog:
             record_count=record_count,
             offset_of_max_timestamp=offset_of_max,
             log_start_offset=self._log_start_offset,
-            valid_bytes=len(buf),
+            valid_bytes=len(view),
         )
 
     # --- rolling and flushing -----------------------------------------------------------
@@ -530,6 +536,22 @@ class PartitionLog:
         found = segment.find_max_timestamp_record()
         return OffsetAndTimestamp(found[1], found[0]) if found else None
 
+    # --- leader epochs (kbroker.log.leader_epoch_cache) ---------------------------------
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epochs
+
+    @_locked
+    def maybe_assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A leader taking over at `epoch` marks where it starts (Kafka's makeLeader, at the log end)."""
+        self._epochs.assign(epoch, start_offset)
+
+    @_locked
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when undefined."""
+        return self._epochs.end_offset_for(epoch, self._leo)
+
     # --- deletion: DeleteRecords, retention, truncation ---------------------------------
 
     @_locked
@@ -555,6 +577,7 @@ class PartitionLog:
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
         self._recovery_point = max(self._recovery_point, offset)
+        self._epochs.truncate_from_start(offset)
 
     @_locked
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -654,6 +677,7 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._leo:
+            self._epochs.truncate_from_end(self._leo)  # as Kafka: an epoch may have begun at the log end
             return False
         now = _now_ms() if now_ms is None else now_ms
         if offset < self._segments[0].base_offset:
@@ -665,6 +689,7 @@ class PartitionLog:
             self._remove_segments(later, now)
         self.active_segment.truncate_to(offset, now)
         self._leo = self.active_segment.read_next_offset()
+        self._epochs.truncate_from_end(self._leo)
         self._after_truncation()
         self._rebuild_producer_state(now)
         self.purge_deleted(now)
@@ -683,6 +708,7 @@ class PartitionLog:
         self._bases = [offset]
         self._leo = self._log_start_offset = self._recovery_point = self._high_watermark = offset
         self._after_truncation()
+        self._epochs.clear()
         self._producers.truncate_fully_and_start_at(offset)
         self.purge_deleted(now)
 

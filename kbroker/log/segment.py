@@ -4,6 +4,12 @@ The `.log` holds magic-2 batches exactly as produced, offsets patched in. The re
 touches only 61-byte batch headers (`os.pread`) to find byte ranges; the bytes themselves
 leave through a FileSlice and `os.sendfile`. Only recovery reads whole batches (to check
 CRCs), through a read-only mmap.
+
+Descriptors: a segment that is written to (the active one, or one the cleaner is writing)
+keeps its `.log` open until it stops being written (`on_become_inactive`) or closes. Any
+other segment opens its `.log` when read and parks the file in the shared, bounded LRU of
+kbroker.log._handles, so an idle old segment holds no descriptor. The indexes hold none
+either (kbroker.log._index), so a partition with one segment costs at most one descriptor.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from kbroker.log._handles import HANDLES, SegmentFile, open_segment_file
 from kbroker.log.errors import CorruptIndexError, LogSegmentOffsetOverflowError
 from kbroker.log.file_slice import FileSlice
 from kbroker.log.offset_index import OffsetIndex
@@ -50,6 +57,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is still writing
 SWAP_SUFFIX = ".swap"  # a cleaned segment being swapped in (see kbroker.log.loader for crash recovery)
 _UNKNOWN = (-1, -1)  # (max timestamp, its offset) before any batch is seen
+_IOV_MAX = 1024  # buffers one writev takes (Linux UIO_MAXIOV)
 
 
 def segment_name(base_offset: int) -> str:
@@ -86,9 +94,13 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.log_path = stem.with_name(stem.name + LOG_SUFFIX + file_suffix)
-        self._file = io.FileIO(self.log_path, "a+")  # O_APPEND; stays open as long as the segment
-        self._fd = self._file.fileno()
-        self._size = os.fstat(self._fd).st_size
+        self._file: SegmentFile | None = None  # held while the segment is written to
+        self._closed = False
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+        try:
+            self._size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
         self.offset_index = OffsetIndex(
             stem.with_name(stem.name + INDEX_SUFFIX + file_suffix), base_offset, max_index_size
         )
@@ -114,6 +126,42 @@ class LogSegment:
             return True
         return False
 
+    # --- the open file ------------------------------------------------------------------
+
+    def _reader(self) -> SegmentFile:
+        """The open `.log`: the held one, or one from (or opened into) the shared LRU. Callers
+        keep the object, not just its number, for as long as they use the descriptor."""
+        if self._file is not None:
+            return self._file
+        if self._closed:
+            raise ValueError(f"{self.log_path} is closed")
+        return HANDLES.get(self, self._open_file)
+
+    def _open_file(self) -> SegmentFile:
+        return open_segment_file(self.log_path)
+
+    def _writer(self) -> SegmentFile:
+        """The `.log`, held open from now on: this segment is being written to."""
+        if self._file is None:
+            if self._closed:
+                raise ValueError(f"{self.log_path} is closed")
+            parked = HANDLES.discard(self)
+            self._file = parked if parked is not None else self._open_file()
+        return self._file
+
+    def _stop_holding_file(self) -> None:
+        """Hand the held `.log` to the shared LRU: nothing writes to this segment any more."""
+        if self._file is not None:
+            HANDLES.put(self, self._file)
+            self._file = None
+
+    def _close_file(self) -> None:
+        for file in (self._file, HANDLES.discard(self)):
+            if file is not None:
+                file.close()
+        self._file = None
+        self._closed = True
+
     # --- properties ---------------------------------------------------------------------
 
     @property
@@ -124,7 +172,7 @@ class LogSegment:
     @property
     def file(self) -> io.FileIO:
         """The open `.log` file that FileSlices reference."""
-        return self._file
+        return self._reader()
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -137,7 +185,9 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        if self._file is not None:
+            return os.fstat(self._file.fileno()).st_mtime_ns // 1_000_000
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
 
     @property
     def largest_timestamp(self) -> int:
@@ -157,22 +207,28 @@ class LogSegment:
 
     def duplicate_fd(self) -> int:
         """A new descriptor of the open `.log`, for a reader in another thread (the cleaner) that
-        must outlive a rename or deletion of the segment; the caller closes it."""
-        if self._file.closed:
+        must outlive a rename or deletion of the segment; the caller closes it. Opened by name
+        when the segment has no open file, so the reader does not churn the shared LRU (the
+        caller holds the log's lock, under which the name cannot change)."""
+        if self._closed:
             raise ValueError(f"{self.log_path} is closed")
-        return os.dup(self._fd)
+        file = self._file if self._file is not None else HANDLES.peek(self)
+        if file is not None:
+            return os.dup(file.fileno())
+        return os.open(self.log_path, os.O_RDONLY)
 
     # --- writing ------------------------------------------------------------------------
 
     def append(
         self,
-        records: bytes | bytearray | memoryview,
+        records: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
         largest_offset: int,
         max_timestamp: int,
         offset_of_max_timestamp: int,
     ) -> None:
-        """Write offset-patched batches with one `write`, adding index entries every interval."""
-        size = len(records)
+        """Write offset-patched batches (one buffer, or pieces to write in order with one
+        `writev`), adding index entries every interval."""
+        size = sum(map(len, records)) if isinstance(records, list) else len(records)
         if not size:
             return
         position = self._size
@@ -191,31 +247,46 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
-    def _write(self, data: bytes | bytearray | memoryview) -> None:
+    def _write(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview]) -> None:
         """Append all of `data`; on failure cut the file back so no partial batch stays."""
-        view = memoryview(data)
+        fd = self._writer().fileno()
         done = 0
         try:
-            while done < len(view):
-                done += os.write(self._fd, view[done:])
+            if isinstance(data, list):
+                if len(data) <= _IOV_MAX:
+                    done = os.writev(fd, data)
+                    total = sum(map(len, data))
+                    if done == total:
+                        self._size += done
+                        return
+                data = b"".join(data)[done:]  # a short writev (or too many pieces): finish with write
+            view = memoryview(data)
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            done += written
         except OSError:
-            os.ftruncate(self._fd, self._size)
+            os.ftruncate(fd, self._size)
             raise
         self._size += done
 
     # --- reading ------------------------------------------------------------------------
 
-    def _header_at(self, position: int) -> BatchHeader:
-        header = read_batch_header(os.pread(self._fd, HEADER_SIZE, position))
+    def _header_at(self, fd: int, position: int) -> BatchHeader:
+        header = read_batch_header(os.pread(fd, HEADER_SIZE, position))
         if header.batch_length < MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"{self.log_path}: batch length {header.batch_length} at {position}")
         return header
 
     def _scan(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch starting in [start, end), headers only."""
+        if start >= end:
+            return
+        file = self._reader()  # kept referenced while its descriptor is used
+        fd = file.fileno()
         position = start
         while position < end:
-            header = self._header_at(position)
+            header = self._header_at(fd, position)
             if position + header.size > self._size:
                 raise CorruptRecordError(
                     f"{self.log_path}: batch at {position} runs past the end of the file"
@@ -256,13 +327,14 @@ class LogSegment:
         if found is None:
             return None
         position, header = found
+        file = self._reader()
         first = header.size
         if first > max_bytes:
-            return FileSlice(self._file, position, first) if min_one_batch else None
+            return FileSlice(file, position, first) if min_one_batch else None
         limit = position + max_bytes
         if limit >= end:
-            return FileSlice(self._file, position, end - position)
-        return FileSlice(self._file, position, self._last_boundary(position + first, limit) - position)
+            return FileSlice(file, position, end - position)
+        return FileSlice(file, position, self._last_boundary(position + first, limit) - position)
 
     def position_of(self, offset: int) -> int:
         """Start of the first batch whose last offset is >= `offset`, or the segment size."""
@@ -281,7 +353,8 @@ class LogSegment:
         return self._scan(start, self._size)
 
     def _records(self, position: int, header: BatchHeader) -> Iterator[Record]:
-        return iter_records(os.pread(self._fd, header.size, position))
+        file = self._reader()
+        return iter_records(os.pread(file.fileno(), header.size, position))
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record >= `starting_offset` with timestamp >= `timestamp`.
@@ -314,7 +387,8 @@ class LogSegment:
 
     def _first_batch_timestamp(self) -> int | None:
         if self._rolling_based_timestamp is None and self._size:
-            self._rolling_based_timestamp = self._header_at(0).max_timestamp
+            file = self._reader()
+            self._rolling_based_timestamp = self._header_at(file.fileno(), 0).max_timestamp
         return self._rolling_based_timestamp
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
@@ -345,10 +419,12 @@ class LogSegment:
         )
 
     def on_become_inactive(self) -> None:
-        """On roll: record the max timestamp in the time index and trim both indexes."""
+        """On roll: record the max timestamp in the time index, trim (and so write) both
+        indexes, and stop holding the `.log` open."""
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self._stop_holding_file()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -361,8 +437,9 @@ class LogSegment:
         bad one, rebuild both indexes. Returns the bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
+        file = self._reader()
         if self._size:
-            data = mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ)
+            data = mmap.mmap(file.fileno(), self._size, access=mmap.ACCESS_READ)
             try:
                 valid, last_entry, self._max_timestamp, self._offset_of_max_timestamp = self._index_batches(
                     data
@@ -374,7 +451,7 @@ class LogSegment:
             valid, last_entry, (self._max_timestamp, self._offset_of_max_timestamp) = 0, 0, _UNKNOWN
         truncated = self._size - valid
         if truncated:
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(file.fileno(), valid)
             self._size = valid
         self.offset_index.trim_to_valid_size()
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
@@ -421,7 +498,7 @@ class LogSegment:
             return 0
         position = found[0]
         truncated = self._size - position
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self._reader().fileno(), position)
         self._size = position
         if position == 0:
             self.created_ms = _now_ms() if now_ms is None else now_ms
@@ -443,14 +520,15 @@ class LogSegment:
     # --- lifecycle ----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the `.log` and write back both index mappings."""
-        os.fsync(self._fd)
+        """fsync the `.log` and write and fsync both indexes."""
+        file = self._reader()
+        os.fsync(file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
         """Record the max timestamp, trim the indexes and close everything (no fsync)."""
-        if self._file.closed:
+        if self._closed:
             return
         if self._max_timestamp >= 0:
             self.time_index.maybe_append(
@@ -458,7 +536,7 @@ class LogSegment:
             )
         self.offset_index.close()
         self.time_index.close()
-        self._file.close()
+        self._close_file()
 
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the three files from `<name><old>` to `<name><new>`; open files and slices keep working."""
@@ -476,8 +554,7 @@ class LogSegment:
         """Close and remove the files (under whichever names they have now)."""
         self.offset_index.delete()
         self.time_index.delete()
-        if not self._file.closed:
-            self._file.close()
+        self._close_file()
         self.log_path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from kbroker.log._index import MmapIndex
+from kbroker.log._index import FileIndex
 from kbroker.log.errors import CorruptIndexError
 
 __all__ = ["TimeIndex", "TimestampOffset"]
@@ -23,7 +23,7 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class TimeIndex(MmapIndex):
+class TimeIndex(FileIndex):
     """Timestamp -> offset lookups; the last slot is reserved for the entry written on roll."""
 
     ENTRY = struct.Struct(">qi")

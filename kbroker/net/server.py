@@ -4,7 +4,11 @@ Per connection, requests are handled in arrival order and responses leave in tha
 Kafka keeps a channel muted while its request is in flight; clients still pipeline.
 
 Why a Protocol and not streams: the per-request cost decides produce latency under load. A
-buffered Protocol splits frames itself (no awaits per frame), runs each handler eagerly
+BufferedProtocol gives the kernel our own buffers to read into: small requests land in one
+receive buffer and are copied out once; a large request (a full produce batch) gets a buffer
+of its exact size as soon as its length is known and the rest of it is read straight into
+that, so its bytes are never copied in user space. The connection splits frames itself (no
+awaits per frame), runs each handler eagerly
 (most never wait, so they finish without a task being scheduled), and writes every response
 produced by one read in a single send. Under load more requests arrive per read, so the
 cost per request falls as the load rises. Only a handler that really waits (a long-poll
@@ -34,7 +38,8 @@ from kbroker.log.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
-_CHUNKED_FROM = 64 * 1024   # a request still missing this much is gathered in pieces
+_RECEIVE_BUFFER = 256 * 1024   # where small requests land
+_DIRECT_FROM = 64 * 1024   # a request this large is read into a buffer of its own
 _MAX_QUEUED_BYTES = 1 << 20   # stop reading once this much waits behind a request in flight
 _SHUTDOWN_GRACE_S = 10
 
@@ -68,7 +73,7 @@ class Server:
             connection.abort()
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     """One client connection: frames in, handlers run in order, responses out."""
 
     def __init__(self, server: Server) -> None:
@@ -78,10 +83,12 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
         self.client_host = ""
-        self._buffer = bytearray()
-        self._chunks: list[bytes] = []   # pieces of one large request, joined once it is whole
-        self._chunked = self._chunk_need = 0
-        self._frames: collections.deque[tuple[bytes, int]] = collections.deque()  # (bytes, where the request starts)
+        self._received = bytearray(_RECEIVE_BUFFER)   # never resized: views of it are handed out
+        self._start = self._end = 0                      # unread bytes are _received[_start:_end]
+        self._large: bytearray | None = None             # one large request, being read into place
+        self._large_filled = 0
+        # (frame, where the request starts): bytes copied out of _received, or a large request's own buffer
+        self._frames: collections.deque[tuple[bytes | bytearray, int]] = collections.deque()
         self._queued_bytes = 0
         self._out: list[bytes | bytearray] = []
         self._waiting: asyncio.Task | None = None   # a handler or a send that did not finish at once
@@ -101,11 +108,27 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled:]
+        if self._end == len(self._received):  # move the start of a partial request to the front
+            unread = self._end - self._start
+            self._received[:unread] = self._received[self._start:self._end]
+            self._start, self._end = 0, unread
+        return memoryview(self._received)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
         try:
-            self._take(data)
+            if self._large is not None:
+                self._large_filled += nbytes
+                if self._large_filled == len(self._large):
+                    self._queue_frame(self._large, 4)
+                    self._large = None
+            else:
+                self._end += nbytes
+                self._split_frames()
         except MalformedRequest as error:
             self._close(f"{error}")
             return
@@ -134,19 +157,6 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- framing --------------------------------------------------------------------------
 
-    def _take(self, data: bytes) -> None:
-        """Queue the requests `data` completes, copying as little as the framing allows."""
-        if self._chunks:
-            self._add_chunk(data)
-        elif not self._buffer and self._is_one_frame(data):
-            self._frames.append((data, 4))  # the usual case: one whole request, used as it came
-            self._queued_bytes += len(data)
-        elif not self._buffer and self._starts_large_frame(data):
-            return
-        else:
-            self._buffer += data
-            self._split_frames()
-
     def _frame_size(self, data: bytes | bytearray, at: int = 0) -> int:
         (size,) = _SIZE.unpack_from(data, at)
         if size < 0 or size > self.server.max_request_bytes:
@@ -154,55 +164,27 @@ class KafkaConnection(asyncio.Protocol):
             raise MalformedRequest(f"request of {size} bytes exceeds socket.request.max.bytes")
         return size
 
-    def _is_one_frame(self, data: bytes) -> bool:
-        return len(data) >= 4 and self._frame_size(data) == len(data) - 4
-
-    def _starts_large_frame(self, data: bytes) -> bool:
-        """A request bigger than this read: keep its pieces and join them once, when complete
-        (growing one buffer would copy every byte again on the way out)."""
-        if len(data) < 4:
-            return False
-        need = self._frame_size(data) + 4
-        if need <= len(data):
-            return False
-        self._chunks, self._chunked, self._chunk_need = [data], len(data), need
-        return True
-
-    def _add_chunk(self, data: bytes) -> None:
-        """Another piece of a large request; once it is whole, queue it and take what follows."""
-        self._chunks.append(data)
-        self._chunked += len(data)
-        if self._chunked < self._chunk_need:
-            return
-        excess = self._chunked - self._chunk_need
-        rest = b""
-        if excess:  # the next request began in the same read
-            self._chunks[-1], rest = data[:len(data) - excess], data[len(data) - excess:]
-        joined = b"".join(self._chunks)
-        self._chunks = []
-        self._frames.append((joined, 4))
-        self._queued_bytes += len(joined)
-        if rest:
-            self._take(rest)
-
     def _split_frames(self) -> None:
-        buffer = self._buffer
-        start = 0
-        end = len(buffer)
+        """Queue every whole request in the receive buffer (one copy each); a large one that is
+        still arriving moves to a buffer of its own, which the rest is read into."""
+        received, start, end = self._received, self._start, self._end
         while end - start >= 4:
-            size = self._frame_size(buffer, start)
-            if end - start - 4 < size:
+            need = self._frame_size(received, start) + 4
+            if end - start >= need:
+                self._queue_frame(received[start + 4:start + need], 0)
+                start += need
+            elif need >= _DIRECT_FROM:
+                self._large = bytearray(need)
+                self._large[:end - start] = received[start:end]
+                self._large_filled = end - start
+                start = end
+            else:
                 break
-            with memoryview(buffer) as view:  # one copy, and the view is gone before the del below
-                self._frames.append((view[start + 4:start + 4 + size].tobytes(), 0))
-            self._queued_bytes += size
-            start += 4 + size
-        if start:
-            del buffer[:start]
-        if len(buffer) >= 4 and (need := self._frame_size(buffer) + 4) - len(buffer) > _CHUNKED_FROM:
-            # the start of a large request: gather the rest as pieces
-            self._chunks, self._chunked, self._chunk_need = [bytes(buffer)], len(buffer), need
-            buffer.clear()
+        self._start, self._end = (0, 0) if start == end else (start, end)
+
+    def _queue_frame(self, frame: bytes | bytearray, start: int) -> None:
+        self._frames.append((frame, start))
+        self._queued_bytes += len(frame)
 
     # --- running handlers -----------------------------------------------------------------
 
@@ -257,7 +239,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed or self.transport is None:
             return
         busy = self._waiting is not None or self._writing_paused
-        should_pause = busy and self._queued_bytes + len(self._buffer) > _MAX_QUEUED_BYTES
+        should_pause = busy and self._queued_bytes + self._end - self._start + self._large_filled > _MAX_QUEUED_BYTES
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True

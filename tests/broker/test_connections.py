@@ -3,6 +3,7 @@ malformed input, and nothing that disturbs other connections."""
 
 from __future__ import annotations
 
+import random
 import struct
 import time
 
@@ -10,7 +11,7 @@ import pytest
 
 from wire import headers, messages
 from wire.errors import ErrorCode
-from wire.records import Record, build_batch
+from wire.records import Record, build_batch, decode_batch, iter_batches
 
 from raw_client import RawClient
 
@@ -112,6 +113,37 @@ def test_requests_following_a_large_one_in_the_same_write_are_answered_in_order(
     client.sock.sendall(large[300_000:] + small + small)
     assert [_base_offset(client.read_frame()) for _ in range(3)] == [(ErrorCode.NONE, 0), (ErrorCode.NONE, 1),
                                                                      (ErrorCode.NONE, 2)]
+
+
+def _stored_values(log) -> list[bytes | None]:
+    data = log.read(0, 1 << 30).read_bytes()
+    return [r.value for position, _ in iter_batches(data) for r in decode_batch(data, position)[1]]
+
+
+def test_requests_cut_at_random_points_are_answered_in_order_with_their_own_bytes(client, kafka_broker):
+    """Small requests straddling reads, and more of them than one receive buffer holds."""
+    kafka_broker.broker.create_topic("cut", 1)
+    values = [bytes([i % 251]) * (500 + i) for i in range(600)]  # about 450 KB in all
+    stream = b"".join(_produce_frame(client, "cut", value) for value in values)
+    cuts = random.Random(7)
+    at = 0
+    while at < len(stream):
+        step = cuts.choice([1, 3, 4, 5, 61, 700, 9_000])
+        client.sock.sendall(stream[at:at + step])
+        at += step
+    assert [_base_offset(client.read_frame()) for _ in values] == [(ErrorCode.NONE, i) for i in range(len(values))]
+    assert _stored_values(kafka_broker.broker.partition_log("cut", 0)) == values
+
+
+def test_large_requests_back_to_back_keep_their_own_bytes(client, kafka_broker):
+    """Each large request is read into a buffer of its own; none may overwrite another."""
+    kafka_broker.broker.create_topic("large", 1)
+    values = [bytes([65 + i]) * 300_000 for i in range(4)]
+    stream = b"".join(_produce_frame(client, "large", value) for value in values)
+    for at in range(0, len(stream), 250_001):
+        client.sock.sendall(stream[at:at + 250_001])
+    assert [_base_offset(client.read_frame()) for _ in values] == [(ErrorCode.NONE, i) for i in range(4)]
+    assert _stored_values(kafka_broker.broker.partition_log("large", 0)) == values
 
 
 def test_metadata_auto_creates_a_requested_topic(client, kafka_broker):

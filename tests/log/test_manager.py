@@ -66,6 +66,14 @@ def test_close_writes_checkpoints_and_the_clean_shutdown_marker(tmp_path: Path) 
     assert read_offsets_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 2}
 
 
+def test_each_partition_dir_keeps_a_leader_epoch_checkpoint(tmp_path: Path) -> None:
+    with LogManager([tmp_path]) as manager:
+        manager.create("t", 0).append(batch(3), 0, leader_epoch=0)
+        manager.create("t", 1)
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n0 0\n"
+    assert (tmp_path / "t-1" / "leader-epoch-checkpoint").read_bytes() == b""  # no epoch yet: empty, as Kafka
+
+
 def test_open_restores_offsets_from_checkpoints_and_removes_the_marker(tmp_path: Path) -> None:
     with LogManager([tmp_path]) as manager:
         log = manager.create("t", 0)

@@ -551,3 +551,28 @@ def test_max_record_timestamp_delta_refuses_a_section_shorter_than_its_count():
     _, section = records_section(build_batch([Record(0, 1_000, None, b"v", [])]))
     with pytest.raises(CorruptRecordError):
         max_record_timestamp_delta(section, 2)
+
+
+_DELTAS = st.one_of(st.integers(0, 60), st.integers(-60, 60), st.sampled_from([0, 63, 64, 70_000]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(count=st.sampled_from([1, 2, 17, 63, 64, 65, 300]), value_size=st.sampled_from([0, 10, 100, 2_000]),
+       same_size=st.booleans(), deltas=st.lists(_DELTAS, min_size=300, max_size=300),
+       sizes=st.lists(st.integers(0, 8), min_size=300, max_size=300), as_view=st.booleans())
+def test_max_record_timestamp_delta_matches_the_records_timestamps(count, value_size, same_size, deltas, sizes,
+                                                                   as_view):
+    """Runs of same-sized records are read by column; whatever the shapes, the answer is the records' own."""
+    base = 1_700_000_000_000
+    records = [Record(i, base + (deltas[i] if i else 0), None, b"v" * (value_size + (0 if same_size else sizes[i])))
+               for i in range(count)]
+    header, section = records_section(build_batch(records, base_timestamp=base))
+    section = memoryview(section) if as_view else bytes(section)
+    assert max_record_timestamp_delta(section, header.record_count) == max(r.timestamp for r in records) - base
+
+
+def test_max_record_timestamp_delta_refuses_a_run_cut_short_by_the_section_end():
+    records = [Record(i, 1_000, None, b"v" * 10) for i in range(100)]
+    header, section = records_section(build_batch(records, base_timestamp=1_000))
+    with pytest.raises(CorruptRecordError):
+        max_record_timestamp_delta(bytes(section)[:-5], header.record_count)
