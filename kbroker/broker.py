@@ -237,6 +237,10 @@ class Broker:
             self._coordinator = Coordinator(self)
         return self._coordinator
 
+    def flush_deferred_appends(self) -> bool:
+        """Write what the coordinator staged (see OffsetStore.deferring); False if that failed."""
+        return self._coordinator is None or self._coordinator.offsets.flush_pending()
+
     def notify_appended(self) -> None:
         self.appended.set()
         self.appended = asyncio.Event()

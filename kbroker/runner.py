@@ -38,6 +38,8 @@ class RunningBroker:
     async def start(self) -> None:
         self.broker = Broker(self.config)
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
+        # group commit: the connections flush staged offset commits before they send any answer
+        self.broker.coordinator.offsets.deferring = True
         for listener in self.config.listeners:
             server = Server(self.broker, listener.host or "0.0.0.0", listener.port)
             await server.start()
@@ -86,6 +88,7 @@ class RunningBroker:
         self.broker.logs.stop_cleaner()
         for server in self.servers:
             await server.stop()
+        self.broker.flush_deferred_appends()  # nothing should be left: every connection flushed its own
         self.broker.close()
         self.broker = None
 

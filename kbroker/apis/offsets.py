@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
+import functools
+import logging
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.coordinator.groups import Group, GroupState, validate_offset_commit
-from kbroker.coordinator.offsets import CommittedOffset
+from kbroker.coordinator.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
+_NO_ERROR = int(ErrorCode.NONE)  # a plain int: an enum member lookup costs more than the rest of a check
+log = logging.getLogger(__name__)
 
 
 def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str | None]:
@@ -51,30 +54,37 @@ async def find_coordinator(broker: Broker, header, request):
     return response
 
 
-def _commit_error(group: Group | None, generation: int, member_id: str, group_instance_id: str | None = None) -> int:
-    """Kafka's checks before a commit: simple commits only to groups without members."""
-    return validate_offset_commit(group, member_id, group_instance_id, generation)
+@functools.cache
+def _commit_response_classes() -> tuple[type, type, type]:
+    """The response classes, looked up once (every commit needs them)."""
+    Response = messages.OffsetCommitResponse
+    return Response, Response.OffsetCommitResponseTopic, Response.OffsetCommitResponsePartition
+
+
+def _metadata_too_large(metadata: str | None) -> bool:
+    # a character is at most 4 bytes of UTF-8: short metadata needs no encoding to check
+    return metadata is not None and len(metadata) * 4 > MAX_METADATA_BYTES and \
+        len(metadata.encode()) > MAX_METADATA_BYTES
 
 
 @handles(8)
 async def offset_commit(broker: Broker, header, request):
-    Response = messages.OffsetCommitResponse
+    Response, Topic_, Partition_ = _commit_response_classes()
     version = header.request_api_version
     coordinator = broker.coordinator
     group_id = request.group_id
     group = coordinator.groups.group(group_id)
-    error = ErrorCode.INVALID_GROUP_ID if not group_id else _commit_error(
-        group, request.generation_id_or_member_epoch, request.member_id,
-        request.group_instance_id if version >= 7 else None)
+    error = ErrorCode.INVALID_GROUP_ID if not group_id else validate_offset_commit(
+        group, request.member_id, request.group_instance_id if version >= 7 else None,
+        request.generation_id_or_member_epoch)
     consumer_group = coordinator.consumer_groups.group(group_id)
     if consumer_group is not None:  # a KIP-848 group: member epochs, not generations
         error = coordinator.consumer_groups.validate_offset_commit(
             consumer_group, request.member_id, request.generation_id_or_member_epoch, version)
     now = now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
-    results: list[tuple[str, uuid.UUID, list[tuple[int, int]]]] = []
+    topics = []
     for topic in request.topics:
-        partitions = []
         if version >= 10:  # topics by id (KIP-848 era); unknown ids are UNKNOWN_TOPIC_ID
             known = broker.topics_by_id.get(topic.topic_id)
             name, topic_id, missing = (known.name if known else ""), topic.topic_id, ErrorCode.UNKNOWN_TOPIC_ID
@@ -82,33 +92,39 @@ async def offset_commit(broker: Broker, header, request):
             known = broker.topics.get(topic.name)
             name, missing = topic.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topic_id = known.topic_id if known else ZERO_UUID
+        partitions = []
         for p in topic.partitions:
-            code = error
-            if code == ErrorCode.NONE:
-                if known is None or not 0 <= p.partition_index < known.partitions:
+            index, code = p.partition_index, error
+            if code == _NO_ERROR:
+                if known is None or not 0 <= index < known.partitions:
                     code = missing if known is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > MAX_METADATA_BYTES:
+                elif _metadata_too_large(p.committed_metadata):
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
-                    epoch = p.committed_leader_epoch if version >= 6 else -1
-                    commits[(name, p.partition_index)] = CommittedOffset(
-                        p.committed_offset, epoch, p.committed_metadata or "", now)
-            partitions.append((p.partition_index, code))
-        results.append((name, topic_id, partitions))
+                    commits[(name, index)] = CommittedOffset(
+                        p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+                        p.committed_metadata or "", now)
+            partitions.append(Partition_(partition_index=index, error_code=code))
+        # name and topic_id are both ignorable: the encoder keeps whichever the version has
+        topics.append(Topic_(name=name, topic_id=topic_id, partitions=partitions))
     if commits:
-        try:
-            coordinator.offsets.commit(group_id, commits, now)
-        except Exception:
-            results = [(name, topic_id, [(i, ErrorCode.UNKNOWN_SERVER_ERROR if c == 0 else c) for i, c in parts])
-                       for name, topic_id, parts in results]
-    if group is None and consumer_group is None and not error and commits:
-        coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
-    # name and topic_id are both ignorable: the encoder keeps whichever the version has
-    return Response(throttle_time_ms=0, topics=[
-        Response.OffsetCommitResponseTopic(name=name, topic_id=topic_id, partitions=[
-            Response.OffsetCommitResponsePartition(partition_index=i, error_code=c)
-            for i, c in parts])
-        for name, topic_id, parts in results])
+        _store_commits(coordinator.offsets, group_id, commits, now, topics)
+        if group is None and consumer_group is None and not error:
+            coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
+    return Response(throttle_time_ms=0, topics=topics)
+
+
+def _store_commits(store: OffsetStore, group_id: str, commits: dict[tuple[str, int], CommittedOffset], now: int,
+                   topics: list) -> None:
+    """Append the commits; when that fails, the partitions that were to be committed say so."""
+    try:
+        store.commit(group_id, commits, now)
+    except Exception:
+        log.exception("cannot append the offsets of group %s to %s", group_id, OFFSETS_TOPIC)
+        for topic in topics:
+            for partition in topic.partitions:
+                if partition.error_code == ErrorCode.NONE:
+                    partition.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _fetch_group(broker: Broker, group_id: str, topics) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterable
 
+from kbroker.broker import LEADER_EPOCH
 from kbroker.coordinator.consumer_groups import (
     AssignmentEpochRecord,
     ConsumerGroup,
@@ -185,6 +186,6 @@ class ConsumerGroupOffsetStore(OffsetStore):
         batch = build_batch(Record(i, now_ms, *encode_record(record), ()) for i, record in enumerate(records))
         self._ensure_topic()
         plog = self.broker.partition_log(OFFSETS_TOPIC, self.partition_for(group_id))
-        plog.append(batch, now_ms, coordinator=True)
+        plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
         plog.update_high_watermark(plog.log_end_offset)
         self.broker.notify_appended()

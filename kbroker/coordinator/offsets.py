@@ -5,17 +5,35 @@ value: OffsetCommitValue at version 3, each behind its int16 version, as Kafka w
 them) so Kafka's own tools can read the topic, and compaction keeps the latest commit per
 (group, topic, partition). OffsetFetch is answered from a dict rebuilt at start by
 replaying the partitions.
+
+Commits are the hot path (a consumer commits every few seconds per partition, and tools
+commit in bulk), so their batches are laid out here directly: each (group, topic,
+partition) key is encoded once and kept, values are one `struct.pack`, and the batch is
+the bytes `wire.records.build_batch` would produce for the same records.
+
+Group commit: with `OffsetStore.deferring` set, commits are answered from the cache at once
+and appended later, one batch per partition for all the commits of a burst, by
+`flush_pending`, which the network layer must call before it sends any response (so nothing
+is acknowledged before it is in the log). Kafka's coordinator runtime batches the writes of
+many requests the same way (group.coordinator.append.linger.ms); here the window is one
+burst of requests read together, so no request waits for a timer.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
+import crc32c
+
+from kbroker.broker import LEADER_EPOCH
 from kbroker.coordinator.hashing import partition_for
 from wire import messages
-from wire.records import Record, build_batch, iter_records, read_batch_header
+from wire.records import iter_records, read_batch_header
+from wire.varint import encode_varint
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +44,24 @@ GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3  # the newest non-flexible group value, with static members' instance ids
 _VERSION = struct.Struct(">h")
 _REPLAY_CHUNK = 1 << 20
+# OffsetCommitValue v3 behind its version: offset, leader epoch, metadata (int16 length,
+# UTF-8), commit timestamp; the schema's field order, written without the generic encoder
+_VALUE_HEAD = struct.Struct(">hqih")
+_VALUE_EMPTY_METADATA = struct.Struct(">hqihq")
+_VALUE_FIELD_EMPTY_METADATA = struct.Struct(">Bhqihq")  # the same behind its record length varint
+_VALUE_EMPTY_METADATA_LENGTH = 2 * _VALUE_EMPTY_METADATA.size  # zigzag: one byte while under 64
+_TIMESTAMP = struct.Struct(">q")
+# a record batch header split at its CRC, which covers everything after it
+_BATCH_BEFORE_CRC = struct.Struct(">qiibI")   # base offset, batch length, leader epoch, magic, crc
+_BATCH_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record count
+_BATCH_LENGTH_BEFORE_CRC_END = 9               # leader epoch + magic + crc: in batchLength, outside the CRC
+_NO_PRODUCER = -1
+_SMALL_VARINTS = tuple(encode_varint(i) for i in range(64))  # one byte each
+_KEY_CACHE_LIMIT = 100_000
+_DEFERRED_BATCH_BYTES = 512 * 1024  # a burst's commits as batches well under max.message.bytes (1 MiB)
 
 
-@dataclass(frozen=True)
-class CommittedOffset:
+class CommittedOffset(NamedTuple):
     offset: int
     leader_epoch: int
     metadata: str
@@ -42,10 +74,61 @@ def encode_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_value(committed: CommittedOffset) -> bytes:
-    value = messages.OffsetCommitValue(
-        offset=committed.offset, leader_epoch=committed.leader_epoch,
-        metadata=committed.metadata, commit_timestamp=committed.commit_timestamp)
-    return _VERSION.pack(VALUE_VERSION) + bytes(messages.encode(value, VALUE_VERSION))
+    offset, leader_epoch, metadata, commit_timestamp = committed
+    if not metadata:
+        return _VALUE_EMPTY_METADATA.pack(VALUE_VERSION, offset, leader_epoch, 0, commit_timestamp)
+    raw = metadata.encode()
+    return _VALUE_HEAD.pack(VALUE_VERSION, offset, leader_epoch, len(raw)) + raw + _TIMESTAMP.pack(commit_timestamp)
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if 0 <= value < 64 else encode_varint(value)
+
+
+def length_prefixed(data: bytes | None) -> bytes:
+    """A record's key or value field: varint length, then the bytes (None: length -1)."""
+    return b"\x01" if data is None else _varint(len(data)) + data
+
+
+def value_field(committed: CommittedOffset) -> bytes:
+    """`length_prefixed(encode_value(committed))`, in one step for the usual empty metadata."""
+    offset, leader_epoch, metadata, commit_timestamp = committed
+    if metadata:
+        return length_prefixed(encode_value(committed))
+    return _VALUE_FIELD_EMPTY_METADATA.pack(_VALUE_EMPTY_METADATA_LENGTH, VALUE_VERSION, offset, leader_epoch, 0,
+                                            commit_timestamp)
+
+
+def coordinator_batch(fields: Sequence[tuple[bytes, bytes]], timestamp: int) -> bytes:
+    """One uncompressed batch of records (key field, value field from `length_prefixed`), all at
+    `timestamp`, with no producer: byte for byte what `build_batch` makes of the same records."""
+    records = []
+    for offset_delta, (key_field, value_field) in enumerate(fields):
+        # attributes 0, timestamp delta 0, offset delta, key, value, no headers
+        body = b"".join((b"\x00\x00", _varint(offset_delta), key_field, value_field, b"\x00"))
+        records.append(_varint(len(body)))
+        records.append(body)
+    count = len(fields)
+    after_crc = _BATCH_AFTER_CRC.pack(0, count - 1, timestamp, timestamp, _NO_PRODUCER, _NO_PRODUCER,
+                                      _NO_PRODUCER, count) + b"".join(records)
+    before_crc = _BATCH_BEFORE_CRC.pack(0, len(after_crc) + _BATCH_LENGTH_BEFORE_CRC_END, -1, 2,
+                                        crc32c.crc32c(after_crc))
+    return before_crc + after_crc
+
+
+def _chunks(fields: list[tuple[bytes, bytes]], max_bytes: int) -> Iterator[list[tuple[bytes, bytes]]]:
+    """Consecutive runs of records of about `max_bytes` at most (one record per run at least)."""
+    if len(fields) == 1:  # one commit in flight per consumer: the usual burst
+        yield fields
+        return
+    start = size = 0
+    for index, (key_field, value_field) in enumerate(fields):
+        record = len(key_field) + len(value_field)
+        if size + record > max_bytes and index > start:
+            yield fields[start:index]
+            start, size = index, 0
+        size += record
+    yield fields[start:]
 
 
 def decode_key(key: bytes) -> tuple[str, str, int] | None:
@@ -72,6 +155,12 @@ def decode_group_key(key: bytes) -> str | None:
 
 def decode_value(value: bytes) -> CommittedOffset:
     (version,) = _VERSION.unpack_from(value, 0)
+    if version == VALUE_VERSION:  # what kbroker writes: read directly, as replay does it for every record
+        offset, leader_epoch, size = _VALUE_HEAD.unpack_from(value, 0)[1:]
+        start = _VALUE_HEAD.size
+        if 0 <= size <= len(value) - start - _TIMESTAMP.size:
+            (commit_timestamp,) = _TIMESTAMP.unpack_from(value, start + size)
+            return CommittedOffset(offset, leader_epoch, bytes(value[start:start + size]).decode(), commit_timestamp)
     decoded, _ = messages.decode("OffsetCommitValue", version, value, 2)
     return CommittedOffset(decoded.offset, decoded.leader_epoch, decoded.metadata, decoded.commit_timestamp)
 
@@ -84,6 +173,13 @@ class OffsetStore:
         self.partitions = int(broker.config["offsets.topic.num.partitions"])
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.loaded_groups: dict[str, bytes] = {}  # latest group-metadata value per group, from replay
+        self._key_fields: dict[tuple[str, str, int], bytes] = {}  # encoded once per (group, topic, partition)
+        self._replayed_keys: dict[bytes, tuple[str, str, int]] = {}  # decoded once per replay
+        self.deferring = False  # set by a network layer that calls flush_pending before sending responses
+        self._pending: dict[int, list[tuple[bytes, bytes]]] = {}  # partition -> deferred commit records
+        # partition -> (group, (topic, partition), cached value before the commit), to undo a failed flush
+        self._undo: dict[int, list[tuple[str, tuple[str, int], CommittedOffset | None]]] = {}
+        self._lost_pending = False  # a flush failed since flush_pending last answered
         topic = broker.topics.get(OFFSETS_TOPIC)
         if topic is not None:
             self.partitions = topic.partitions
@@ -121,20 +217,21 @@ class OffsetStore:
                     pos += header.size
                 if pos == 0:
                     break  # cannot make progress; leave the rest unread rather than loop
+        self._replayed_keys = {}
         log.info("loaded committed offsets of %d groups", len(self.offsets))
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if not key:
             return
         try:
-            parsed = decode_key(key)
+            key = key if type(key) is bytes else bytes(key)
+            parsed = self._replayed_keys.get(key)
             if parsed is None:
-                group_id = decode_group_key(key)
-                if group_id is not None and value is None:
-                    self.loaded_groups.pop(group_id, None)
-                elif group_id is not None:
-                    self.loaded_groups[group_id] = bytes(value)
-                return
+                parsed = decode_key(key)
+                if parsed is None:
+                    self._apply_group(key, value)
+                    return
+                self._replayed_keys[key] = parsed  # a group commits the same partitions again and again
             group, topic, partition = parsed
             if value is None:
                 self.offsets.get(group, {}).pop((topic, partition), None)
@@ -145,33 +242,107 @@ class OffsetStore:
         except Exception:  # one bad record must not stop the broker from starting
             log.exception("skipping an unreadable __consumer_offsets record")
 
-    def _append(self, group: str, records: list[Record], now_ms: int) -> None:
-        self._ensure_topic()
-        plog = self.broker.partition_log(OFFSETS_TOPIC, self.partition_for(group))
-        plog.append(build_batch(records), now_ms, coordinator=True)
-        plog.update_high_watermark(plog.log_end_offset)
+    def _apply_group(self, key: bytes, value: bytes | None) -> None:
+        group_id = decode_group_key(key)
+        if group_id is not None and value is None:
+            self.loaded_groups.pop(group_id, None)
+        elif group_id is not None:
+            self.loaded_groups[group_id] = bytes(value)
+
+    def _append(self, group: str, fields: Sequence[tuple[bytes, bytes]], now_ms: int) -> None:
+        """One batch of (key field, value field) records in the group's partition, after any
+        deferred commits (a tombstone must follow the commit it deletes)."""
+        if self._pending and not self.flush_pending():
+            self._lost_pending = True  # flush_pending tells the network layer when it asks
+        self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms)
         self.broker.notify_appended()
+
+    def _append_to(self, partition: int, batch: bytes, now_ms: int) -> None:
+        """Acknowledged (high watermark) at once: this single replica is the whole ISR."""
+        self._ensure_topic()
+        plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+        plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
+        plog.update_high_watermark(plog.log_end_offset)
+
+    def _key_field(self, group: str, topic: str, partition: int) -> bytes:
+        """The record key field of an offset commit, from the cache (bounded: cleared when full)."""
+        cache_key = (group, topic, partition)
+        field = self._key_fields.get(cache_key)
+        if field is None:
+            if len(self._key_fields) >= _KEY_CACHE_LIMIT:
+                self._key_fields.clear()
+            field = self._key_fields[cache_key] = length_prefixed(encode_key(group, topic, partition))
+        return field
 
     def write_group(self, group: str, value: bytes | None, now_ms: int) -> None:
         """A group-metadata record (None: its tombstone) in the group's partition."""
-        self._append(group, [Record(0, now_ms, encode_group_key(group), value, ())], now_ms)
+        self._append(group, [(length_prefixed(encode_group_key(group)), length_prefixed(value))], now_ms)
 
     def commit(self, group: str, commits: dict[tuple[str, int], CommittedOffset], now_ms: int) -> None:
-        """Append the commits as one batch to the group's partition, then update the cache."""
+        """Append the commits as one batch to the group's partition (or, deferring, stage them for
+        `flush_pending`), then update the cache."""
         if not commits:
             return
-        records = [Record(i, now_ms, encode_key(group, t, p), encode_value(c), ())
-                   for i, ((t, p), c) in enumerate(commits.items())]
-        self._append(group, records, now_ms)
-        self.offsets.setdefault(group, {}).update(commits)
+        key_field = self._key_field
+        fields = [(key_field(group, topic, partition), value_field(committed))
+                  for (topic, partition), committed in commits.items()]
+        if not self.deferring:
+            self._append(group, fields, now_ms)
+            self.offsets.setdefault(group, {}).update(commits)
+            return
+        partition = self.partition_for(group)
+        self._pending.setdefault(partition, []).extend(fields)
+        cached = self.offsets.setdefault(group, {})
+        undo = self._undo.setdefault(partition, [])
+        for topic_partition, committed in commits.items():
+            undo.append((group, topic_partition, cached.get(topic_partition)))
+            cached[topic_partition] = committed
+
+    def flush_pending(self) -> bool:
+        """Append the deferred commits, one batch per partition. False when some could not be
+        written since the last call: their cache entries are undone, and the responses that
+        acknowledged them must not reach the client (closing the connection makes it retry)."""
+        if not self._pending:
+            ok, self._lost_pending = not self._lost_pending, False
+            return ok
+        pending, undo = self._pending, self._undo
+        self._pending, self._undo = {}, {}
+        now_ms = time.time_ns() // 1_000_000
+        ok = not self._lost_pending
+        self._lost_pending = False
+        appended = False
+        for partition, fields in pending.items():
+            try:
+                for chunk in _chunks(fields, _DEFERRED_BATCH_BYTES):
+                    self._append_to(partition, coordinator_batch(chunk, now_ms), now_ms)
+                    appended = True
+            except Exception:
+                log.exception("cannot append %d deferred offset commits to %s-%d", len(fields), OFFSETS_TOPIC,
+                              partition)
+                self._undo_commits(undo[partition])
+                ok = False
+        if appended:
+            self.broker.notify_appended()
+        return ok
+
+    def _undo_commits(self, undo: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> None:
+        for group, topic_partition, previous in reversed(undo):
+            cached = self.offsets.get(group)
+            if cached is None:
+                continue
+            if previous is None:
+                cached.pop(topic_partition, None)
+                if not cached:
+                    del self.offsets[group]
+            else:
+                cached[topic_partition] = previous
 
     def delete(self, group: str, partitions: list[tuple[str, int]], now_ms: int) -> None:
         """Tombstones for the group's offsets of `partitions`, so compaction drops them too."""
         current = self.offsets.get(group, {})
         doomed = [tp for tp in partitions if tp in current]
         if doomed:
-            records = [Record(i, now_ms, encode_key(group, t, p), None, ()) for i, (t, p) in enumerate(doomed)]
-            self._append(group, records, now_ms)
+            self._append(group, [(self._key_field(group, t, p), length_prefixed(None)) for t, p in doomed], now_ms)
             for tp in doomed:
                 current.pop(tp, None)
         if not current:

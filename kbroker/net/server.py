@@ -318,6 +318,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.write(data)
 
     def _flush(self) -> None:
+        # group commit: offset commits answered in this read reach __consumer_offsets before any answer leaves
+        if not self.broker.flush_deferred_appends():
+            self._out.clear()
+            self._close("acknowledged offset commits could not be written")
+            return
         if not self._out:
             return
         out, self._out = self._out, []
