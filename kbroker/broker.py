@@ -80,6 +80,41 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
+class FetchWaiters:
+    """Long-polling fetches parked by partition, as in Kafka's fetch purgatory: an append wakes
+    only the fetches that wait on its partition, not every fetch of every idle consumer."""
+
+    def __init__(self) -> None:
+        self._by_partition: dict[tuple[str, int], set[asyncio.Future]] = {}
+
+    def park(self, partitions: list[tuple[str, int]]) -> asyncio.Future:
+        """A future resolved by the next append to any of `partitions`; `unpark` it when done."""
+        future = asyncio.get_running_loop().create_future()
+        for key in partitions:
+            self._by_partition.setdefault(key, set()).add(future)
+        return future
+
+    def unpark(self, future: asyncio.Future, partitions: list[tuple[str, int]]) -> None:
+        for key in partitions:
+            waiting = self._by_partition.get(key)
+            if waiting is not None:
+                waiting.discard(future)
+                if not waiting:
+                    del self._by_partition[key]
+
+    def wake(self, topic: str, partition: int) -> None:
+        waiting = self._by_partition.pop((topic, partition), None)
+        if waiting:
+            for future in waiting:
+                if not future.done():
+                    future.set_result(None)
+
+    def wake_all(self) -> None:
+        """Shutdown or a deleted topic: every parked fetch answers now."""
+        for topic, partition in list(self._by_partition):
+            self.wake(topic, partition)
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -100,7 +135,7 @@ class Broker:
             # one replica: everything in the log was acknowledged, so the HW is the log end
             log.update_high_watermark(log.log_end_offset)
         self._save_topics()
-        self.appended = asyncio.Event()  # set whenever any log grows; long-polling fetches wait on it
+        self.fetch_waiters = FetchWaiters()  # long-polling fetches, woken by appends to their partitions
         # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
         self.next_producer_id = now_ms() << 8
         self.closing = False
@@ -196,6 +231,7 @@ class Broker:
         self.topics_by_id.pop(topic.topic_id, None)
         for partition in range(topic.partitions):
             self.logs.delete(topic.name, partition)
+            self.fetch_waiters.wake(topic.name, partition)  # their fetches answer UNKNOWN_TOPIC_OR_PARTITION now
         self._save_topics()
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -241,9 +277,8 @@ class Broker:
         """Write what the coordinator staged (see OffsetStore.deferring); False if that failed."""
         return self._coordinator is None or self._coordinator.offsets.flush_pending()
 
-    def notify_appended(self) -> None:
-        self.appended.set()
-        self.appended = asyncio.Event()
+    def notify_appended(self, topic: str, partition: int) -> None:
+        self.fetch_waiters.wake(topic, partition)
 
     def allocate_producer_id(self) -> int:
         producer_id = self.next_producer_id

@@ -80,7 +80,7 @@ class RunningBroker:
         if self.broker is None:
             return
         self.broker.closing = True
-        self.broker.notify_appended()  # wake long-polling fetches so they answer now
+        self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now
         if self.broker._coordinator is not None:
             self.broker._coordinator.close()  # answer parked JoinGroup/SyncGroup requests now
         if self._retention is not None:

@@ -15,7 +15,6 @@ full fetch. Like Kafka, the cache is bounded (`max.incremental.fetch.session.cac
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import uuid
 from collections import OrderedDict
@@ -131,20 +130,22 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
 
 
 def _read_all(broker: Broker, partitions: list[SessionPartition], version: int, max_bytes: int,
-              incremental: bool) -> tuple[list, int]:
-    """One pass: (partitions to report with their data, bytes found). An incremental
-    response reports only partitions with records, an error, or moved offsets."""
-    budget, found = max_bytes, 0
+              incremental: bool) -> tuple[list, int, bool]:
+    """One pass: (partitions to report with their data, bytes found, whether any partition
+    failed). An incremental response reports only partitions with records, an error, or
+    moved offsets."""
+    budget, found, failed = max_bytes, 0, False
     report = []
     for wanted in partitions:
         data, size = _read_one(broker, wanted, version, budget, found == 0)
         found += size
+        failed = failed or data.error_code != ErrorCode.NONE
         budget = max(0, budget - size)
         changed = (size or data.error_code or data.high_watermark != wanted.sent_high_watermark
                    or data.log_start_offset != wanted.sent_log_start)
         if changed or not incremental:
             report.append((wanted, data))
-    return report, found
+    return report, found, failed
 
 
 def _response_topics(report: list, version: int) -> list:
@@ -202,11 +203,18 @@ async def fetch(broker: Broker, header, request):
     incremental = request.session_epoch > INITIAL_EPOCH
     deadline = now_ms() + max(0, request.max_wait_ms)
     while True:
-        appended = broker.appended
-        report, found = _read_all(broker, partitions, version, request.max_bytes, incremental)
+        report, found, failed = _read_all(broker, partitions, version, request.max_bytes, incremental)
         remaining = deadline - now_ms()
-        if found >= request.min_bytes or remaining <= 0 or broker.closing:
+        # as Kafka's ReplicaManager: an error in any partition is answered at once, not after max_wait_ms
+        if found >= request.min_bytes or failed or remaining <= 0 or broker.closing:
             return Response(throttle_time_ms=0, error_code=0, session_id=session_id,
                             responses=_response_topics(report, version))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(appended.wait(), remaining / 1000)
+        # nothing runs between the read above and parking here (one event loop), so no append is missed
+        watched = [(p.name, p.partition) for p in partitions if p.name is not None]
+        appended = broker.fetch_waiters.park(watched)
+        try:
+            await asyncio.wait_for(appended, remaining / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            broker.fetch_waiters.unpark(appended, watched)

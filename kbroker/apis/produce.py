@@ -37,6 +37,7 @@ def _append(broker: Broker, topic_name: str | None, partition, acks: int):
     except LogError as error:
         return _partition_response(partition.index, error.error_code, message=str(error))
     log.update_high_watermark(log.log_end_offset)  # one replica: the ISR is this broker alone
+    broker.notify_appended(topic_name, partition.index)
     return _partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,
                                log.log_start_offset)
 
@@ -56,7 +57,6 @@ async def produce(broker: Broker, header, request):
                 p.error_code = ErrorCode.UNKNOWN_TOPIC_ID
         topics.append(Response.TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id or ZERO_UUID,
                                                     partition_responses=partitions))
-    broker.notify_appended()
     if request.acks == 0:
         return None  # acks=0: the client expects no response at all
     return Response(responses=topics, throttle_time_ms=0)

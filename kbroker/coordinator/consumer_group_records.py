@@ -185,7 +185,8 @@ class ConsumerGroupOffsetStore(OffsetStore):
         now_ms = time.time_ns() // 1_000_000
         batch = build_batch(Record(i, now_ms, *encode_record(record), ()) for i, record in enumerate(records))
         self._ensure_topic()
-        plog = self.broker.partition_log(OFFSETS_TOPIC, self.partition_for(group_id))
+        partition = self.partition_for(group_id)
+        plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
         plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
         plog.update_high_watermark(plog.log_end_offset)
-        self.broker.notify_appended()
+        self.broker.notify_appended(OFFSETS_TOPIC, partition)

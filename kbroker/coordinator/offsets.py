@@ -255,7 +255,6 @@ class OffsetStore:
         if self._pending and not self.flush_pending():
             self._lost_pending = True  # flush_pending tells the network layer when it asks
         self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms)
-        self.broker.notify_appended()
 
     def _append_to(self, partition: int, batch: bytes, now_ms: int) -> None:
         """Acknowledged (high watermark) at once: this single replica is the whole ISR."""
@@ -263,6 +262,7 @@ class OffsetStore:
         plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
         plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
         plog.update_high_watermark(plog.log_end_offset)
+        self.broker.notify_appended(OFFSETS_TOPIC, partition)
 
     def _key_field(self, group: str, topic: str, partition: int) -> bytes:
         """The record key field of an offset commit, from the cache (bounded: cleared when full)."""
@@ -310,19 +310,15 @@ class OffsetStore:
         now_ms = time.time_ns() // 1_000_000
         ok = not self._lost_pending
         self._lost_pending = False
-        appended = False
         for partition, fields in pending.items():
             try:
                 for chunk in _chunks(fields, _DEFERRED_BATCH_BYTES):
                     self._append_to(partition, coordinator_batch(chunk, now_ms), now_ms)
-                    appended = True
             except Exception:
                 log.exception("cannot append %d deferred offset commits to %s-%d", len(fields), OFFSETS_TOPIC,
                               partition)
                 self._undo_commits(undo[partition])
                 ok = False
-        if appended:
-            self.broker.notify_appended()
         return ok
 
     def _undo_commits(self, undo: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> None:
