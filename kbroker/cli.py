@@ -30,7 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _raise_open_file_limit() -> None:
-    """Each partition keeps three files open; lift the soft limit to the hard one."""
+    """Each partition keeps its active segment open; lift the soft limit to the hard one."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from kbroker.apis.registry import handles
 from kbroker.broker import LEADER_EPOCH, Broker, now_ms
 from kbroker.log.errors import LogError
@@ -11,6 +13,7 @@ from wire.exceptions import CorruptRecordError, DecodeError
 from wire.schema import ZERO_UUID
 
 Response = messages.ProduceResponse
+logger = logging.getLogger(__name__)
 
 
 def _partition_response(index: int, error: int, base_offset: int = -1, append_time: int = -1,
@@ -36,6 +39,9 @@ def _append(broker: Broker, topic_name: str | None, partition, acks: int):
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
     except LogError as error:
         return _partition_response(partition.index, error.error_code, message=str(error))
+    except OSError as error:  # the disk refused the write (full, failing): Kafka's answer for a log dir in trouble
+        logger.error("cannot append to %s-%d: %s", topic_name, partition.index, error)
+        return _partition_response(partition.index, ErrorCode.KAFKA_STORAGE_ERROR, message=str(error))
     log.update_high_watermark(log.log_end_offset)  # one replica: the ISR is this broker alone
     broker.notify_appended(topic_name, partition.index)
     return _partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,

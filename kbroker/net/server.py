@@ -38,8 +38,8 @@ from kbroker.log.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
-_RECEIVE_BUFFER = 256 * 1024   # where small requests land
-_DIRECT_FROM = 64 * 1024   # a request this large is read into a buffer of its own
+_RECEIVE_BUFFER = 32 * 1024   # where small requests land: every connection holds one, idle or not
+_DIRECT_FROM = 16 * 1024   # a request this large is read into a buffer of its own (at most half the above)
 _MAX_QUEUED_BYTES = 1 << 20   # stop reading once this much waits behind a request in flight
 _SHUTDOWN_GRACE_S = 10
 

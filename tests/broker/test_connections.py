@@ -4,6 +4,8 @@ malformed input, and nothing that disturbs other connections."""
 from __future__ import annotations
 
 import random
+import resource
+import signal
 import struct
 import time
 
@@ -173,3 +175,31 @@ def test_list_offsets_max_timestamp_answers_the_offset_of_the_largest_timestamp(
         L.ListOffsetsPartition(partition_index=0, timestamp=-3)])])
     answer = client.call(2, 9, request).topics[0].partitions[0]
     assert (answer.offset, answer.timestamp) == (1, 50)
+
+
+@pytest.fixture
+def file_size_limit():
+    """Writes past `limit` bytes fail with EFBIG (SIGXFSZ ignored), as on a full or failing disk."""
+    previous_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    def limit(size: int) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, previous_limit[1]))
+
+    yield limit
+    resource.setrlimit(resource.RLIMIT_FSIZE, previous_limit)
+    signal.signal(signal.SIGXFSZ, previous_handler)
+
+
+def test_a_write_the_disk_refuses_is_kafka_storage_error_and_leaves_the_log_as_it_was(client, kafka_broker,
+                                                                                      file_size_limit):
+    kafka_broker.broker.create_topic("refused", 1)
+    client.sock.sendall(_produce_frame(client, "refused", b"before"))
+    assert _base_offset(client.read_frame()) == (ErrorCode.NONE, 0)
+    file_size_limit(500_000)
+    client.sock.sendall(_produce_frame(client, "refused", b"x" * 900_000))
+    error, _ = _base_offset(client.read_frame())
+    file_size_limit(resource.RLIM_INFINITY)
+    client.sock.sendall(_produce_frame(client, "refused", b"after"))
+    assert (error, _base_offset(client.read_frame())) == (ErrorCode.KAFKA_STORAGE_ERROR, (ErrorCode.NONE, 1))
+    assert _stored_values(kafka_broker.broker.partition_log("refused", 0)) == [b"before", b"after"]
