@@ -118,7 +118,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-plots", action="store_true", help="draw no plots")
     parser.add_argument("--render", type=Path, metavar="RUN.json",
                         help="measure nothing: redraw the docs section and plots from a saved run")
-    parser.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                         help="`kbroker serve --event-loop` for the brokers under test")
     args = parser.parse_args(argv)
     unknown = [s for s in args.suites if s not in discover()]

@@ -32,7 +32,7 @@ class Context:
     work_dir: Path              # scratch space for broker data dirs; removed after the run
     peer: str | None = None     # --peer host:port: an external broker to compare with (e.g. real Kafka)
     rounds: int = 3             # interleaved A B A B rounds; figures are medians over rounds
-    event_loop: str = "asyncio"             # `kbroker serve --event-loop` for the brokers the suites start
+    event_loop: str = "auto"                # `kbroker serve --event-loop` for the brokers the suites start
     deadline: float = math.inf              # time.monotonic() by which the suite must be done
     verbose: bool = True                    # progress lines on stdout
     notes: list[str] = field(default_factory=list)  # what a reader of the results must know (skips, caveats)

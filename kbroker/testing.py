@@ -85,7 +85,7 @@ class BrokerProcess:
     """`kbroker serve` as a real subprocess (for crash tests and cross-process clients)."""
 
     def __init__(self, data_dir: Path, *overrides: str, port: int | None = None,
-                 event_loop: str = "asyncio") -> None:
+                 event_loop: str = "auto") -> None:
         self.data_dir = data_dir
         self.event_loop = event_loop
         self.port = port or free_port()

@@ -459,7 +459,7 @@ def run_alone(run: Callable[[Context], list[Result]], description: str, budget_s
     parser.add_argument("--quick", action="store_true", help="tiny shapes: a smoke test")
     parser.add_argument("--rounds", type=int, help="interleaved rounds per figure (default 3; quick 1)")
     parser.add_argument("--peer", help="an external broker host:port to compare with, besides the mock")
-    parser.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: a temporary directory)")
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
