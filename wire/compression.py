@@ -261,6 +261,9 @@ def _lz4_decompress(data: _Buffer, magic: int, max_output: int) -> bytes:
             return bytes(out)
 
 
+_LZ4_OUTPUT_STEP = 1 << 20
+
+
 def _lz4_one_frame(data: _Buffer, budget: int) -> tuple[bytes, bytes]:
     """Decode one frame, returning its output and the bytes after it."""
     obj = lz4.frame.LZ4FrameDecompressor()
@@ -268,7 +271,9 @@ def _lz4_one_frame(data: _Buffer, budget: int) -> tuple[bytes, bytes]:
     chunk: _Buffer = data
     try:
         while True:
-            out += obj.decompress(chunk, max_length=budget - len(out) + 1)
+            # python-lz4 allocates max_length up front: ask for a step at a time, not the whole budget
+            step = max(_LZ4_OUTPUT_STEP, 4 * len(chunk))
+            out += obj.decompress(chunk, max_length=min(budget - len(out) + 1, step))
             chunk = b""
             if len(out) > budget:
                 raise DecodeError("lz4 output exceeds max_output")
