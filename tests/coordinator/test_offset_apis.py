@@ -9,19 +9,10 @@ import pytest
 
 from kbroker.apis import offsets as api
 from kbroker.broker import Broker
-from kbroker.config import build
 from wire import messages
 from wire.errors import ErrorCode
 
 OC, OF, FC = messages.OffsetCommitRequest, messages.OffsetFetchRequest, messages.FindCoordinatorRequest
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = Broker(build({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0"}))
-    b.create_topic("t", 2)
-    yield b
-    b.close()
 
 
 def _call(broker: Broker, handler, api_key: int, version: int, request):

@@ -9,21 +9,12 @@ import pytest
 
 from kbroker.apis import offsets as api
 from kbroker.broker import Broker
-from kbroker.config import build
 from kbroker.coordinator.offsets import OFFSETS_TOPIC
 from wire import messages
 from wire.errors import ErrorCode
 
 OC = messages.OffsetCommitRequest
 VERSION = 8
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = Broker(build({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0"}))
-    b.create_topic("t", 2)
-    yield b
-    b.close()
 
 
 def _commit(broker: Broker, partitions: list[tuple[int, int, str | None]], group: str = "g") -> list[tuple[int, int]]:
