@@ -11,6 +11,9 @@ fi
 if ! command -v node >/dev/null 2>&1; then
     APT_PACKAGES+=(nodejs npm)   # runs compat-tests/node/kafkajs_driver.js
 fi
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    APT_PACKAGES+=(python3-pip)   # Debian's python3 comes without pip
+fi
 if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq
@@ -18,6 +21,8 @@ if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     fi
 fi
 
+# Debian marks its python3 externally managed (PEP 668); this script installs as root on purpose.
+export PIP_BREAK_SYSTEM_PACKAGES=1
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test,fast]'
 
 # kafkajs for compat-tests/test_kafkajs.py, from package-lock.json; skipped while node_modules is newer than it.
