@@ -137,15 +137,30 @@ def new_topic(bootstrap: str, topic_name: str):
 
 
 @pytest.fixture(scope="module")
-def broker_without_auto_create(request: pytest.FixtureRequest,
-                               tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def own_kbroker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Start a kbroker of the module's own with broker property overrides (stopped with the
+    module): `own_kbroker(label, "key=value", ...)` gives its bootstrap, or None when the
+    broker under test was given (--bootstrap / --target)."""
+    started: list[BrokerProcess] = []
+    target = request.config.getoption("--target", default="kbroker")
+    given = request.config.getoption("--bootstrap") or target != "kbroker"
+
+    def start(label: str, *overrides: str) -> str | None:
+        if given:
+            return None
+        started.append(BrokerProcess(tmp_path_factory.mktemp(label), *overrides).start())
+        return started[-1].bootstrap
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def broker_without_auto_create(own_kbroker) -> str:
     """A kbroker of the module's own with auto.create.topics.enable=false (a broker setting,
     so it cannot be set on the broker under test); skips when a broker was given."""
-    if request.config.getoption("--bootstrap") or request.config.getoption("--target", default="kbroker") != "kbroker":
+    bootstrap = own_kbroker("kbroker-no-auto-create", "auto.create.topics.enable=false")
+    if bootstrap is None:
         pytest.skip("needs a broker started with auto.create.topics.enable=false; the broker under test was given")
-    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-no-auto-create"), "auto.create.topics.enable=false")
-    broker.start()
-    try:
-        yield broker.bootstrap
-    finally:
-        broker.stop()
+    return bootstrap

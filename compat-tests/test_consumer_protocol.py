@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +31,9 @@ SETTLE_S = 30
 
 
 @pytest.fixture(scope="module")
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if request.config.getoption("--bootstrap") or request.config.getoption("--target") != "kbroker":
-        yield request.getfixturevalue("bootstrap")
-        return
-    process = BrokerProcess(tmp_path_factory.mktemp("kbroker-kip848"), "group.consumer.heartbeat.interval.ms=500")
-    process.start()
-    try:
-        yield process.bootstrap
-    finally:
-        process.stop()
+def broker(request: pytest.FixtureRequest, own_kbroker) -> str:
+    own = own_kbroker("kbroker-kip848", "group.consumer.heartbeat.interval.ms=500")
+    return own or request.getfixturevalue("bootstrap")
 
 
 def _topic(bootstrap: str, partitions: int) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,8 +20,6 @@ from confluent_kafka import (  # noqa: E402
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
 
-from kbroker.testing import BrokerProcess  # noqa: E402
-
 from confluent_client import produce  # noqa: E402
 from group_clients import commit_confluent, committed_confluent, java_harness  # noqa: E402
 
@@ -31,18 +28,11 @@ OFFSETS_AND_LAG = pytest.mark.scenario("Consumer group admin: offsets and lag")
 
 
 @pytest.fixture(scope="module")
-def bootstrap_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def bootstrap_servers(request: pytest.FixtureRequest, own_kbroker) -> str:
     """A kbroker of this module's own whose groups form at once (group.initial.rebalance.delay.ms=0),
     or the broker named with --bootstrap / --target, where the tests just wait longer."""
-    if request.config.getoption("--bootstrap") or request.config.getoption("--target") != "kbroker":
-        yield request.getfixturevalue("bootstrap")
-        return
-    process = BrokerProcess(tmp_path_factory.mktemp("kbroker-group-admin"), "group.initial.rebalance.delay.ms=0")
-    process.start()
-    try:
-        yield process.bootstrap
-    finally:
-        process.stop()
+    own = own_kbroker("kbroker-group-admin", "group.initial.rebalance.delay.ms=0")
+    return own or request.getfixturevalue("bootstrap")
 
 
 @pytest.fixture(scope="module")

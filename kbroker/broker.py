@@ -110,7 +110,7 @@ class FetchWaiters:
                     future.set_result(None)
 
     def wake_all(self) -> None:
-        """Shutdown or a deleted topic: every parked fetch answers now."""
+        """Shutdown: every parked fetch answers now."""
         for topic, partition in list(self._by_partition):
             self.wake(topic, partition)
 

@@ -59,6 +59,9 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 HEADER_SIZE = _HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: what batchLength does not count
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
@@ -289,24 +292,22 @@ def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int
     Kafka does for uncompressed batches.
     """
     header = validate_batch(buf, pos)
+    attributes = _stamped_attributes(header.attributes, timestamp_type, max_timestamp)
+    _ATTRIBUTES.pack_into(buf, pos + _ATTRIBUTES_OFFSET, attributes)
+    _MAX_TIMESTAMP.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, max_timestamp)
+    crc = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
+    _CRC.pack_into(buf, pos + _CRC_OFFSET, crc)
+
+
+def _stamped_attributes(attributes: int, timestamp_type: int, max_timestamp: int) -> int:
+    """`attributes` with `timestamp_type` in them, once both values are checked."""
     if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
         raise EncodeError(f"unknown timestamp type {timestamp_type}")
     if not _INT64_MIN <= max_timestamp <= _INT64_MAX:
         raise EncodeError(f"timestamp {max_timestamp} is not an int64")
-    attributes = header.attributes & ~_ATTR_LOG_APPEND_TIME
-    if timestamp_type == LOG_APPEND_TIME:
-        attributes |= _ATTR_LOG_APPEND_TIME
-    struct.pack_into(">h", buf, pos + _ATTRIBUTES_OFFSET, attributes)
-    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_OFFSET, max_timestamp)
-    crc = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
-    struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
+    attributes &= ~_ATTR_LOG_APPEND_TIME
+    return attributes | _ATTR_LOG_APPEND_TIME if timestamp_type == LOG_APPEND_TIME else attributes
 
-
-_BASE_OFFSET = struct.Struct(">q")
-_LEADER_EPOCH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
-_MAX_TIMESTAMP = struct.Struct(">q")
-_CRC = struct.Struct(">I")
 
 
 def restamped_header(
@@ -324,19 +325,11 @@ def restamped_header(
     The produce path copies headers, not requests. A changed timestamp type or maxTimestamp
     is re-CRCed over the new header and the records where they lie.
     """
-    if not _INT64_MIN <= base_offset <= _INT64_MAX:
-        raise EncodeError(f"base offset {base_offset} is not an int64")
-    if not _INT64_MIN <= max_timestamp <= _INT64_MAX:
-        raise EncodeError(f"timestamp {max_timestamp} is not an int64")
     head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
-    _BASE_OFFSET.pack_into(head, 0, base_offset)
+    patch_base_offset(head, 0, base_offset)
     if leader_epoch is not None:
-        if not _INT32_MIN <= leader_epoch <= _INT32_MAX:
-            raise EncodeError(f"leader epoch {leader_epoch} is not an int32")
-        _LEADER_EPOCH.pack_into(head, _LEADER_EPOCH_OFFSET, leader_epoch)
-    attributes = header.attributes & ~_ATTR_LOG_APPEND_TIME
-    if timestamp_type == LOG_APPEND_TIME:
-        attributes |= _ATTR_LOG_APPEND_TIME
+        patch_partition_leader_epoch(head, 0, leader_epoch)
+    attributes = _stamped_attributes(header.attributes, timestamp_type, max_timestamp)
     if attributes != header.attributes or max_timestamp != header.max_timestamp:
         _ATTRIBUTES.pack_into(head, _ATTRIBUTES_OFFSET, attributes)
         _MAX_TIMESTAMP.pack_into(head, _MAX_TIMESTAMP_OFFSET, max_timestamp)

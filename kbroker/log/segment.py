@@ -228,7 +228,8 @@ class LogSegment:
     ) -> None:
         """Write offset-patched batches (one buffer, or pieces to write in order with one
         `writev`), adding index entries every interval."""
-        size = sum(map(len, records)) if isinstance(records, list) else len(records)
+        pieces = records if isinstance(records, list) else [records]
+        size = sum(map(len, pieces))
         if not size:
             return
         position = self._size
@@ -238,7 +239,7 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} overflows segment {self.base_offset}"
             )
-        self._write(records)
+        self._write(pieces, size)
         if max_timestamp > self._max_timestamp:
             self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
@@ -247,28 +248,20 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
-    def _write(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview]) -> None:
-        """Append all of `data`; on failure cut the file back so no partial batch stays."""
+    def _write(self, pieces: list[bytes | bytearray | memoryview], size: int) -> None:
+        """Append the pieces (`size` bytes in all); on failure cut the file back so no partial
+        batch stays."""
         fd = self._writer().fileno()
-        done = 0
         try:
-            if isinstance(data, list):
-                if len(data) <= _IOV_MAX:
-                    done = os.writev(fd, data)
-                    total = sum(map(len, data))
-                    if done == total:
-                        self._size += done
-                        return
-                data = b"".join(data)[done:]  # a short writev (or too many pieces): finish with write
-            view = memoryview(data)
-            written = 0
-            while written < len(view):
-                written += os.write(fd, view[written:])
-            done += written
+            done = os.writev(fd, pieces) if len(pieces) <= _IOV_MAX else 0
+            if done < size:  # a short writev, or more pieces than one writev takes
+                rest = memoryview(b"".join(pieces))[done:]
+                while rest:
+                    rest = rest[os.write(fd, rest):]
         except OSError:
             os.ftruncate(fd, self._size)
             raise
-        self._size += done
+        self._size += size
 
     # --- reading ------------------------------------------------------------------------
 
