@@ -17,6 +17,7 @@ IndexError or struct.error, and no allocation is sized by an unchecked length fi
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -62,6 +63,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
 HEADER_SIZE = _HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: what batchLength does not count
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
@@ -145,6 +148,10 @@ class BatchHeader(NamedTuple):
         return self.last_offset + 1
 
 
+# BatchHeader from a tuple of its fields, built in C: no Python-level frame as `_make` has
+_new_header = functools.partial(tuple.__new__, BatchHeader)
+
+
 class Record(NamedTuple):
     """One record as a consumer sees it: absolute offset, effective timestamp.
 
@@ -176,7 +183,7 @@ def read_batch_header(buf: _Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(f"unsupported batch magic {magic} at position {pos}")
     if len(buf) - pos < HEADER_SIZE:
         raise DecodeError(f"truncated record batch header at position {pos}")
-    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    return _new_header(_HEADER.unpack_from(buf, pos))
 
 
 class BatchIterator:
@@ -218,7 +225,7 @@ class BatchIterator:
             if length + LOG_OVERHEAD > remaining:
                 self.truncated = True
                 return
-            header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+            header = _new_header(_HEADER.unpack_from(buf, pos))
             pos += length + LOG_OVERHEAD
             self.valid_end = pos
             yield pos - length - LOG_OVERHEAD, header
@@ -236,7 +243,7 @@ def validate_batch(buf: _Buffer, pos: int = 0) -> BatchHeader:
     """
     if pos < 0 or len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"truncated record batch at position {pos}")
-    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    header = _new_header(_HEADER.unpack_from(buf, pos))
     if header.magic != 2:
         raise CorruptRecordError(f"unsupported batch magic {header.magic}")
     if header.batch_length < MIN_BATCH_LENGTH:
@@ -245,14 +252,14 @@ def validate_batch(buf: _Buffer, pos: int = 0) -> BatchHeader:
         )
     if header.batch_length > len(buf) - pos - LOG_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} runs past the end of the buffer")
-    if header.codec > _MAX_CODEC:
+    if header.attributes & _CODEC_MASK > _MAX_CODEC:
         raise CorruptRecordError(f"unknown compression codec id {header.codec}")
     if header.record_count < 0:
         raise CorruptRecordError(f"negative record count {header.record_count}")
     body = header.batch_length - MIN_BATCH_LENGTH
-    if header.codec == 0 and header.record_count * _MIN_RECORD_SIZE > body:
+    if not header.attributes & _CODEC_MASK and header.record_count * _MIN_RECORD_SIZE > body:
         raise CorruptRecordError(f"record count {header.record_count} cannot fit in {body} bytes of records")
-    crc_end = pos + header.size
+    crc_end = pos + LOG_OVERHEAD + header.batch_length
     actual = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : crc_end])
     if actual != header.crc:
         raise CorruptRecordError(f"CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
@@ -326,9 +333,12 @@ def restamped_header(
     is re-CRCed over the new header and the records where they lie.
     """
     head = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
-    patch_base_offset(head, 0, base_offset)
-    if leader_epoch is not None:
-        patch_partition_leader_epoch(head, 0, leader_epoch)
+    try:  # the produce path: the header is already validated, so no patch_* checks again
+        _BASE_OFFSET.pack_into(head, 0, base_offset)
+        if leader_epoch is not None:
+            _LEADER_EPOCH.pack_into(head, _LEADER_EPOCH_OFFSET, leader_epoch)
+    except struct.error as error:
+        raise EncodeError(f"cannot restamp batch header: {error}") from None
     attributes = _stamped_attributes(header.attributes, timestamp_type, max_timestamp)
     if attributes != header.attributes or max_timestamp != header.max_timestamp:
         _ATTRIBUTES.pack_into(head, _ATTRIBUTES_OFFSET, attributes)
@@ -352,7 +362,7 @@ def records_section(
     if header.batch_length > len(buf) - pos - LOG_OVERHEAD:
         raise DecodeError(f"truncated record batch at position {pos}")
     body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
-    if header.codec > _MAX_CODEC:
+    if header.attributes & _CODEC_MASK > _MAX_CODEC:
         raise CorruptRecordError(f"unknown compression codec id {header.codec}")
     return header, decompress(header.codec, body, max_output=max_output)
 
@@ -419,37 +429,50 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
 
 def _uniform_run(view: _Buffer, pos: int, step: int, prefix: int, limit: int) -> int:
     """How many records from `pos` on (at most `limit`) begin with the same `prefix` bytes of
-    length as the one at `pos`, each therefore `step` bytes after the last. Whole records only."""
+    length as the one at `pos`, each therefore `step` bytes after the last. Whole records only.
+    Each probe compares whole columns at once (memcmp); only a column that differs is searched,
+    and a probe is not started when the record it would begin with already differs."""
     limit = min(limit, (len(view) - pos) // step)
+    first = bytes(view[pos : pos + prefix])
+    lead = first[0]
     run, probe = 0, _FIRST_PROBE
     while run < limit:
-        count = min(probe, limit - run)
+        count = probe if probe < limit - run else limit - run
         start = pos + run * step
         same = count
         for k in range(prefix):
             column = bytes(view[start + k : start + k + count * step : step])
-            same = min(same, len(column) - len(column.lstrip(view[pos + k : pos + k + 1])))
+            expected = first[k : k + 1]
+            if column != expected * count:
+                matching = len(column) - len(column.lstrip(expected))
+                if matching < same:
+                    same = matching
         run += same
-        if same < count:
+        if same < count or (run < limit and view[pos + run * step] != lead):
             break
         probe *= 8
     return run
 
 
+_ODD_BYTES = bytes(range(1, 256, 2))
+_MAX_BY_ITERATION = 256  # longer columns: membership tests (memchr) beat max() reading byte by byte
+
+
 def _run_max_delta(view: _Buffer, first: int, step: int, run: int) -> int | None:
     """The largest timestampDelta of `run` records whose deltas start `step` bytes apart from
     `first`, or None unless every delta is a one-byte varint. Zigzag puts deltas >= 0 on even
-    bytes, largest last; membership tests (memchr) find it without a Python loop per record."""
+    bytes in order and negative ones on odd bytes, so the largest even byte wins, if any."""
     column = bytes(view[first : first + run * step : step])
     if not column.isascii():
         return None
-    for byte in range(126, -1, -2):
-        if byte in column:
-            return byte >> 1
-    for byte in range(1, 128, 2):  # every delta negative: the smallest odd byte is the largest
-        if byte in column:
-            return -((byte + 1) >> 1)
-    return None  # unreachable: an ASCII column of one or more bytes holds an even or an odd byte
+    non_negative = column.translate(None, _ODD_BYTES)
+    if len(non_negative if non_negative else column) <= _MAX_BY_ITERATION:
+        largest = max(non_negative) if non_negative else min(column)
+    elif non_negative:
+        largest = next(byte for byte in range(126, -1, -2) if byte in non_negative)
+    else:  # every delta negative: the smallest odd byte is the largest
+        largest = next(byte for byte in range(1, 128, 2) if byte in column)
+    return (largest >> 1) ^ -(largest & 1)
 
 
 def iter_records(buf: _Buffer, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:

@@ -16,25 +16,36 @@ Response = messages.ProduceResponse
 logger = logging.getLogger(__name__)
 
 
+_LEADER_UNCHANGED = Response.LeaderIdAndEpoch()  # (-1, -1): read only by the encoder, so one will do
+
+
 def _partition_response(index: int, error: int, base_offset: int = -1, append_time: int = -1,
                         log_start: int = -1, message: str | None = None):
     return Response.PartitionProduceResponse(index=index, error_code=error, base_offset=base_offset,
                                              log_append_time_ms=append_time, log_start_offset=log_start,
-                                             record_errors=[], error_message=message)
+                                             record_errors=[], error_message=message,
+                                             current_leader=_LEADER_UNCHANGED)
 
 
-def _append(broker: Broker, topic_name: str | None, partition, acks: int):
-    log = broker.partition_log(topic_name, partition.index) if topic_name is not None else None
+def _topic_refusal(broker: Broker, topic_name: str | None, acks: int) -> ErrorCode | None:
+    """The error every partition of a topic gets before any append, if there is one."""
+    topic = broker.topics.get(topic_name) if topic_name is not None else None
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if acks == -1 and int(topic.configs.get("min.insync.replicas", broker.config["min.insync.replicas"])) > 1:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return None
+
+
+def _append(broker: Broker, topic_name: str, partition, now: int):
+    log = broker.partition_log(topic_name, partition.index)
     if log is None:
         return _partition_response(partition.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    topic = broker.topics[topic_name]
-    if acks == -1 and int(topic.configs.get("min.insync.replicas", broker.config["min.insync.replicas"])) > 1:
-        return _partition_response(partition.index, ErrorCode.NOT_ENOUGH_REPLICAS)
     records = partition.records
     if records is None or len(records) == 0:
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message="no records")
     try:
-        info = log.append(records, now_ms(), leader_epoch=LEADER_EPOCH)
+        info = log.append(records, now, leader_epoch=LEADER_EPOCH)
     except (CorruptRecordError, DecodeError) as error:
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
     except LogError as error:
@@ -45,19 +56,24 @@ def _append(broker: Broker, topic_name: str | None, partition, acks: int):
     log.update_high_watermark(log.log_end_offset)  # one replica: the ISR is this broker alone
     broker.notify_appended(topic_name, partition.index)
     return _partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,
-                               log.log_start_offset)
+                               info.log_start_offset)
 
 
 @handles(0)
 async def produce(broker: Broker, header, request):
     version = header.request_api_version
+    now = now_ms()  # one append time for the whole request
     topics = []
     for topic_data in request.topic_data:
         name = topic_data.name
         if version >= 13:
             known = broker.topics_by_id.get(topic_data.topic_id)
             name = known.name if known else None
-        partitions = [_append(broker, name, p, request.acks) for p in topic_data.partition_data]
+        refusal = _topic_refusal(broker, name, request.acks)
+        if refusal is None:
+            partitions = [_append(broker, name, p, now) for p in topic_data.partition_data]
+        else:
+            partitions = [_partition_response(p.index, refusal) for p in topic_data.partition_data]
         if name is None and version >= 13:
             for p in partitions:
                 p.error_code = ErrorCode.UNKNOWN_TOPIC_ID

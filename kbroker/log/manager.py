@@ -12,6 +12,11 @@ crash is removed on the next open.
 Like Kafka's LogManager it owns the log cleaner (kbroker.log.cleaner): `start_cleaner`
 starts its thread, deleting a partition aborts its cleaning and drops its checkpoint entry,
 and `close` stops the cleaner before it closes the logs.
+
+It also owns the background flusher (kbroker.log.flusher) that every log it opens hands the
+fsync after a roll to, as Kafka's roll schedules "flush-log" on the LogManager's scheduler.
+`close` closes (and so fully flushes) the logs first, which turns a flush still queued or
+under way into a no-op, then stops the flusher's thread.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from kbroker.log.checkpoints import (
 from kbroker.log.cleaner import CleanerConfig, LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import InconsistentMetadataError, LogDirLockedError, LogError
+from kbroker.log.flusher import LogFlusher
 from kbroker.log.partition_log import PartitionLog
 
 __all__ = ["LogManager", "parse_partition_dir"]
@@ -97,6 +103,7 @@ class LogManager:
         self._locks: list[int] = []
         self._closed = False
         self.cleaner: LogCleaner | None = None
+        self.flusher = LogFlusher()  # its thread starts with the first roll
         now = _now_ms() if now_ms is None else now_ms
         try:
             for log_dir in self.log_dirs:
@@ -150,6 +157,7 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp),
                     had_clean_shutdown=clean,
                     now_ms=now_ms,
+                    flusher=self.flusher,
                 ),
             )
         remove_clean_shutdown_file(log_dir)
@@ -168,6 +176,7 @@ class LogManager:
     def _abort_open(self) -> None:
         for log in self._logs.values():
             log.close(flush=False)
+        self.flusher.shutdown()
         self._release_locks()
 
     def _release_locks(self) -> None:
@@ -224,7 +233,7 @@ class LogManager:
         if not topic or "/" in topic or topic in (".", "..") or partition < 0:
             raise ValueError(f"invalid topic partition {topic!r}-{partition}")
         log_dir = self._next_log_dir()
-        log = PartitionLog(log_dir / f"{topic}-{partition}", self.config_for(topic))
+        log = PartitionLog(log_dir / f"{topic}-{partition}", self.config_for(topic), flusher=self.flusher)
         fsync_dir(log_dir)
         self._register(tp, log_dir, log)
         return log
@@ -286,6 +295,11 @@ class LogManager:
             },
         )
 
+    def wait_for_flushes(self, timeout: float | None = None) -> bool:
+        """Wait until the background flushes scheduled so far (by rolls) are done; False on
+        timeout. Not while holding a log's lock: a flush may be waiting for it."""
+        return self.flusher.wait_idle(timeout)
+
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms has passed; returns how many were flushed."""
         now = _now_ms() if now_ms is None else now_ms
@@ -327,7 +341,8 @@ class LogManager:
             raise ValueError("log manager is closed")
 
     def close(self, broker_epoch: int = -1) -> None:
-        """Clean shutdown: flush and close every log, checkpoint, then mark each dir clean."""
+        """Clean shutdown: flush and close every log, checkpoint, then mark each dir clean.
+        Background flushes left are no-ops on closed logs; their thread is stopped last."""
         if self._closed:
             return
         self.stop_cleaner()
@@ -336,6 +351,7 @@ class LogManager:
         for log_dir in self.log_dirs:
             self.checkpoint_dir(log_dir)
             write_clean_shutdown_file(log_dir, broker_epoch)
+        self.flusher.shutdown()
         self._release_locks()
         self._closed = True
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import logging
 import shutil
 import threading
 import time
@@ -39,6 +40,7 @@ from kbroker.log.errors import (
     UnsupportedMessageFormatError,
 )
 from kbroker.log.file_slice import FileSlice
+from kbroker.log.flusher import LogFlusher, PendingSync
 from kbroker.log.leader_epoch_cache import LeaderEpochCache
 from kbroker.log.loader import load_segments, segment_file_names
 from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
@@ -49,6 +51,7 @@ from wire.records import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     BatchHeader,
     max_record_timestamp_delta,
     records_section,
@@ -74,6 +77,8 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 _MAGIC_OFFSET = 16
+
+log = logging.getLogger(__name__)
 
 
 class AppendInfo(NamedTuple):
@@ -103,6 +108,20 @@ def _records_max_timestamp(buf: memoryview, position: int, header: BatchHeader) 
     else:
         _, section = records_section(buf, position)
     return header.base_timestamp + max_record_timestamp_delta(section, header.record_count)
+
+
+def _check_client_batch(header: BatchHeader) -> None:
+    """Kafka's LogValidator rules for batches from producers (AppendOrigin.CLIENT)."""
+    if header.record_count <= 0:
+        raise InvalidRecordError(f"invalid record count {header.record_count}")
+    if header.last_offset_delta + 1 != header.record_count:
+        raise InvalidRecordError(
+            f"lastOffsetDelta {header.last_offset_delta} disagrees with record count {header.record_count}"
+        )
+    if header.is_control:
+        raise InvalidRecordError("clients may not write control batches")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
 
 
 def _now_ms() -> int:
@@ -141,13 +160,16 @@ class PartitionLog:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
         now_ms: int | None = None,
+        flusher: LogFlusher | None = None,
     ) -> None:
         """Open the directory (creating it if needed), recovering from `recovery_point` unless
-        `had_clean_shutdown` (see kbroker.log.loader for the rules)."""
+        `had_clean_shutdown` (see kbroker.log.loader for the rules). `flusher` runs the fsync
+        that follows a roll in the background (the LogManager's); without one, roll does it."""
         now = _now_ms() if now_ms is None else now_ms
         self.dir = Path(directory)
         self.config = config or LogConfig()
         self.lock = threading.RLock()
+        self._flusher = flusher
         self._truncations = 0  # bumped by every truncation, so the cleaner can tell it raced one
         self._cleaner_truncation_point: int | None = None
         loaded = load_segments(
@@ -286,26 +308,25 @@ class PartitionLog:
             raise InvalidRecordError("produce request carries no record batch")
         headers: list[BatchHeader] = []
         position = 0
+        check_keys = self.config.compact and not coordinator  # the coordinators always write keys
         while position < len(buf):
             if len(buf) - position > _MAGIC_OFFSET and buf[position + _MAGIC_OFFSET] in (0, 1):
                 raise UnsupportedMessageFormatError(
                     f"message format v{buf[position + _MAGIC_OFFSET]} is not supported; use magic 2 batches"
                 )
             header = validate_batch(buf, position)
-            self._check_batch(header, coordinator)
-            if self.config.compact and not header.is_control and not coordinator:
-                self._check_keys(buf, position, header)  # the coordinators always write keys
+            size = header.batch_length + LOG_OVERHEAD
+            if size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
+                )
+            if not coordinator:
+                _check_client_batch(header)
+            if check_keys and not header.is_control:
+                self._check_keys(buf, position, header)
             headers.append(header)
-            position += header.size
+            position += size
         return headers
-
-    def _check_batch(self, header: BatchHeader, coordinator: bool) -> None:
-        if header.size > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
-            )
-        if not coordinator:
-            self._check_client_batch(header)
 
     def _check_keys(self, buf: memoryview, position: int, header: BatchHeader) -> None:
         """Kafka's LogValidator rule for compacted topics: every record needs a key."""
@@ -314,21 +335,6 @@ class PartitionLog:
             raise CompactedTopicKeyError(
                 f"Compacted topic cannot accept message without key in topic partition {self.dir.name}", index
             )
-
-    @staticmethod
-    def _check_client_batch(header: BatchHeader) -> None:
-        """Kafka's LogValidator rules for batches from producers (AppendOrigin.CLIENT)."""
-        if header.record_count <= 0:
-            raise InvalidRecordError(f"invalid record count {header.record_count}")
-        if header.last_offset_delta + 1 != header.record_count:
-            raise InvalidRecordError(
-                f"lastOffsetDelta {header.last_offset_delta} disagrees with "
-                f"record count {header.record_count}"
-            )
-        if header.is_control:
-            raise InvalidRecordError("clients may not write control batches")
-        if header.producer_id >= 0 and header.base_sequence < 0:
-            raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
 
     def _stamp(
         self, view: memoryview, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None,
@@ -362,15 +368,15 @@ class PartitionLog:
                 max_timestamp, offset_of_max = batch_max, next_offset - 1
             record_count += header.record_count
             position = end
-        return pieces, AppendInfo(
-            first_offset=self._leo,
-            last_offset=next_offset - 1,
-            log_append_time=now_ms if append_time else NO_TIMESTAMP,
-            max_timestamp=max_timestamp,
-            record_count=record_count,
-            offset_of_max_timestamp=offset_of_max,
-            log_start_offset=self._log_start_offset,
-            valid_bytes=len(view),
+        return pieces, AppendInfo(  # positional: the produce path builds one per partition
+            self._leo,  # first_offset
+            next_offset - 1,  # last_offset
+            now_ms if append_time else NO_TIMESTAMP,  # log_append_time
+            max_timestamp,
+            record_count,
+            offset_of_max,  # offset_of_max_timestamp
+            self._log_start_offset,
+            len(view),  # valid_bytes
         )
 
     # --- rolling and flushing -----------------------------------------------------------
@@ -390,7 +396,9 @@ class PartitionLog:
 
     @_locked
     def roll(self, now_ms: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset; fsync the ones before it."""
+        """Start a new active segment at the log end offset. As Kafka's roll, the segments
+        before it are fsynced by a one-off background task (`flush_segments_below`), not here:
+        the recovery point moves up to the new base offset once that task is done."""
         self._check_open()
         now = _now_ms() if now_ms is None else now_ms
         active = self.active_segment
@@ -404,9 +412,78 @@ class PartitionLog:
         self._bases.append(segment.base_offset)
         # a snapshot at the new base lets recovery start from this segment (Kafka's roll)
         self._producers.update_map_end_offset(segment.base_offset)
-        self._producers.take_snapshot()
-        self._flush_upto(segment.base_offset, now)
+        snapshot = self._producers.take_snapshot(sync=False)  # fsynced by the background flush
+        self._schedule_flush(segment.base_offset, snapshot, now)
         return segment
+
+    def _schedule_flush(self, offset: int, snapshot: Path | None, now_ms: int) -> None:
+        """Kafka's scheduleOnce("flush-log"); a log without a flusher (or whose flusher has shut
+        down) flushes right away."""
+        task = functools.partial(self.flush_segments_below, offset, snapshot=snapshot, now_ms=now_ms)
+        if self._flusher is None or not self._flusher.schedule(task):
+            task()
+
+    def flush_segments_below(self, offset: int, *, snapshot: Path | None = None, now_ms: int | None = None) -> bool:
+        """Kafka's flushUptoOffsetExclusive, run by the background flusher after a roll.
+
+        Descriptors of the segments below `offset` not yet flushed, of the roll's producer
+        snapshot and of the directory (if files came or went) are taken under `lock`; they are
+        fsynced without it, so produce and fetch go on meanwhile; then, under the lock again,
+        the recovery point moves forward to `offset`, unless the log was closed, truncated, or
+        a segment still in it could not be synced. Returns whether it moved.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self.lock:
+            if self._closed or offset <= self._recovery_point:
+                return False
+            sync, truncations = self._pending_sync_below(offset, snapshot), self._truncations
+        try:
+            sync.run()
+        finally:
+            sync.close()
+        with self.lock:
+            return self._mark_flushed(offset, sync, truncations, now)
+
+    def _pending_sync_below(self, offset: int, snapshot: Path | None) -> PendingSync:
+        """Under the lock: open what `flush_segments_below` syncs. Segments below `offset` are
+        inactive, so their indexes were trimmed, hence written, and only need an fdatasync."""
+        sync = PendingSync()
+        first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        for segment in self._segments[first:]:
+            if segment.base_offset >= offset:
+                break
+            try:
+                sync.add_fd(segment.duplicate_fd(), segment)
+            except (OSError, ValueError) as exc:
+                sync.fail(segment, exc)
+                continue
+            for index in (segment.offset_index, segment.time_index):
+                sync.add_path(index.path, segment, data_only=True)
+        if snapshot is not None:
+            sync.add_path(snapshot, snapshot, missing_ok=True)  # deleted meanwhile: nothing to keep
+        if self._dir_dirty:  # left set: an explicit flush meanwhile must not skip the directory
+            sync.add_path(self.dir, self.dir)
+        return sync
+
+    def _mark_flushed(self, offset: int, sync: PendingSync, truncations: int, now_ms: int) -> bool:
+        """Under the lock, after the sync: Kafka's markFlushed, the recovery point only forward."""
+        if self._closed or truncations != self._truncations:
+            return False  # closed: its own flush decided; truncated: what was synced may be gone
+        live = {id(s) for s in self._segments}
+        lost = [(owner, exc) for owner, exc in sync.failures if owner is self.dir or id(owner) in live]
+        for owner, exc in sync.failures:
+            if isinstance(owner, Path) and owner is not self.dir:
+                log.warning("could not fsync producer snapshot %s: %s", owner, exc)
+        if lost:
+            log.error("background flush of %s below offset %d failed, recovery point kept at %d: %s",
+                      self.dir.name, offset, self._recovery_point, "; ".join(f"{o}: {e}" for o, e in lost))
+            return False
+        point = min(offset, self._leo)
+        if point <= self._recovery_point:
+            return False
+        self._recovery_point = point
+        self._last_flush_ms = max(self._last_flush_ms, now_ms)
+        return True
 
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         self._dir_dirty = True
@@ -422,7 +499,7 @@ class PartitionLog:
         unflushed = self._leo - self._recovery_point
         if unflushed >= self.config.flush_interval_messages:
             self.flush(now_ms)
-        else:
+        elif self.config.flush_ms is not None:
             self.maybe_flush(now_ms)
 
     @_locked
@@ -837,7 +914,8 @@ class PartitionLog:
     @_locked
     def close(self, flush: bool = True) -> None:
         """Flush (unless told not to), trim the active indexes, close every file, finish
-        pending deletions."""
+        pending deletions. A background flush still under way finishes on its own descriptors
+        and then changes nothing: a closed log's recovery point stays as close left it."""
         if self._closed:
             return
         if flush:

@@ -256,11 +256,12 @@ def _entry_from_row(
     return entry
 
 
-def _write_durably(path: Path, data: bytes) -> None:
+def _write_snapshot(path: Path, data: bytes, sync: bool = True) -> None:
     with open(path, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
 
 
 # --- the manager ----------------------------------------------------------------------------
@@ -402,13 +403,14 @@ class ProducerStateManager:
 
     # --- snapshots ------------------------------------------------------------------------
 
-    def take_snapshot(self) -> Path | None:
-        """Write (and fsync) a snapshot at `map_end_offset`, unless one is there already."""
+    def take_snapshot(self, sync: bool = True) -> Path | None:
+        """Write a snapshot at `map_end_offset`, unless one is there already. `sync=False`
+        leaves the fsync to the caller (a roll: Kafka's background "flush-log" task does it)."""
         if self._map_end_offset <= self._last_snap_offset:
             return None
         offset = self._map_end_offset
         path = self.dir / snapshot_name(offset)
-        _write_durably(path, encode_snapshot(self._producers.values()))
+        _write_snapshot(path, encode_snapshot(self._producers.values()), sync)
         if offset not in self._snapshots:
             self._snapshots.append(offset)
             self._snapshots.sort()

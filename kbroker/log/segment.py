@@ -402,10 +402,9 @@ class LogSegment:
         now_ms: int,
     ) -> bool:
         """Kafka's roll rule: size, age, a full index, or an offset the index cannot hold."""
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > segment_ms
         return (
             self._size > segment_bytes - messages_size
-            or (self._size > 0 and reached_roll_ms)
+            or (self._size > 0 and self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > segment_ms)
             or self.offset_index.is_full
             or self.time_index.is_full
             or not self.offset_index.can_append_offset(max_offset_in_messages)

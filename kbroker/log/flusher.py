@@ -1,0 +1,158 @@
+"""Background fsync of rolled segments: Kafka's one-off "flush-log" task of UnifiedLog.roll.
+
+Rolling must not fsync the segments before the new one inside the produce request: with
+1 GiB segments that would stall every client of the broker for as long as the disk takes.
+As in Kafka, `PartitionLog.roll` only schedules "flush everything below the new segment's
+base offset" (flushUptoOffsetExclusive) and returns. A LogManager owns one `LogFlusher`, a
+daemon thread running such one-off tasks in the order they were scheduled (Kafka runs them
+on its shared scheduler pool; one thread suffices here since fsync releases the GIL and a
+single disk queue orders them anyway).
+
+The task itself is `PartitionLog.flush_segments_below`: it takes duplicated descriptors of
+what must be synced under the log's lock (`PendingSync`), fsyncs them without it, so that
+produce and fetch on that partition go on, and moves the recovery point forward under the
+lock again, only if everything still in the log below that offset was really synced.
+Descriptors rather than segment objects make it safe against whatever happens meanwhile:
+a segment deleted, compacted away, truncated or closed keeps its open description until
+the sync is done, and its fate is judged afterwards under the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["FLUSHER_THREAD_NAME", "LogFlusher", "PendingSync"]
+
+log = logging.getLogger(__name__)
+
+FLUSHER_THREAD_NAME = "kbroker-log-flusher"
+_SHUTDOWN_TIMEOUT_S = 60.0
+
+
+class PendingSync:
+    """Descriptors opened under a log's lock and synced later without it. Each belongs to an
+    owner (a segment, the directory, a snapshot) that a failure is charged to."""
+
+    def __init__(self) -> None:
+        self._targets: list[tuple[int, object, bool]] = []  # (fd, owner, data only)
+        self.failures: list[tuple[object, OSError | ValueError]] = []
+
+    def add_fd(self, fd: int, owner: object, *, data_only: bool = False) -> None:
+        """Take ownership of `fd`; `data_only` syncs with fdatasync (what Kafka's msync of an
+        index amounts to)."""
+        self._targets.append((fd, owner, data_only))
+
+    def add_path(self, path: Path, owner: object, *, data_only: bool = False, missing_ok: bool = False) -> None:
+        """Open `path` now (read-only is enough to sync it); a missing file is a failure of its
+        owner unless `missing_ok` (Kafka's flushFileIfExists)."""
+        try:
+            self.add_fd(os.open(path, os.O_RDONLY), owner, data_only=data_only)
+        except FileNotFoundError as exc:
+            if not missing_ok:
+                self.fail(owner, exc)
+        except OSError as exc:
+            self.fail(owner, exc)
+
+    def fail(self, owner: object, error: OSError | ValueError) -> None:
+        self.failures.append((owner, error))
+
+    def failed(self, owner: object) -> bool:
+        return any(o is owner for o, _ in self.failures)
+
+    def run(self) -> None:
+        """Sync every descriptor (the slow part: call it without holding any log's lock)."""
+        for fd, owner, data_only in self._targets:
+            try:
+                (os.fdatasync if data_only else os.fsync)(fd)
+            except OSError as exc:
+                self.fail(owner, exc)
+
+    def close(self) -> None:
+        for fd, _, _ in self._targets:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._targets.clear()
+
+
+class LogFlusher:
+    """One daemon thread running one-off background log tasks in order (see the module docstring).
+
+    The thread starts with the first task. Tasks must not raise; one that does is logged and
+    the thread goes on. Never wait for it (`wait_idle`) while holding a log's lock: its task
+    may be waiting for that lock.
+    """
+
+    def __init__(self, name: str = FLUSHER_THREAD_NAME) -> None:
+        self.name = name
+        self._cond = threading.Condition()
+        self._tasks: deque[Callable[[], object]] = deque()
+        self._busy = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, task: Callable[[], object]) -> bool:
+        """Queue `task`; False (not queued) once shut down, so the caller runs it itself."""
+        with self._cond:
+            if self._stopped:
+                return False
+            self._tasks.append(task)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return True
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every task scheduled so far has run; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._tasks and not self._busy, timeout)
+
+    @property
+    def pending(self) -> int:
+        """Tasks queued or running."""
+        with self._cond:
+            return len(self._tasks) + self._busy
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def shutdown(self, timeout: float = _SHUTDOWN_TIMEOUT_S) -> None:
+        """Drop the queued tasks, let the running one finish, stop the thread. The owner closes
+        (and so fully flushes) its logs, which turns any task left into a no-op anyway."""
+        with self._cond:
+            self._stopped = True
+            self._tasks.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _next_task(self) -> Callable[[], object] | None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+            while not self._tasks and not self._stopped:
+                self._cond.wait()
+            if self._stopped:
+                return None
+            self._busy = True
+            return self._tasks.popleft()
+
+    def _run(self) -> None:
+        try:
+            while (task := self._next_task()) is not None:
+                try:
+                    task()
+                except Exception:
+                    log.exception("background log flush failed")
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
