@@ -372,7 +372,7 @@ _FIRST_PROBE = 64  # records compared per column at first; eight times more whil
 _COPY_RECORDS_BELOW = 1024  # average record size (bytes) under which a section is scanned as bytes
 
 
-def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
+def max_record_timestamp_delta(section: _Buffer, record_count: int, claimed: int = -1) -> int:
     """The largest timestampDelta among a records section's records (-1 when it has none).
 
     Kafka takes a batch's maxTimestamp from its records, not from what the producer wrote in
@@ -380,13 +380,15 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
     length, reading only the delta. Where consecutive records have the same length prefix
     (same-sized values: the records sit a fixed stride apart), the whole run is checked and
     its deltas read with strided slices, in C; a short section surfaces as the IndexError
-    of reading past its end."""
+    of reading past its end. `claimed` (the header's maxTimestamp - baseTimestamp) is only
+    a guess checked first: the answer is always what the records hold."""
     view: _Buffer = memoryview(section)
     if type(section) is not bytes and len(view) <= record_count * _COPY_RECORDS_BELOW:
         view = bytes(view)  # small records: bytes reads and strided slices beat a memoryview's
     largest = -1
     pos = done = 0
     plain_until = 0  # records up to here go one by one (a run whose deltas are not all one byte)
+    columns: list[bytes] = []  # the one-byte zigzag deltas of the runs
     try:
         while done < record_count:
             byte = view[pos]
@@ -403,11 +405,11 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
             step = prefix + length
             if done >= plain_until and record_count - done > 1 and view[pos + step] == byte:
                 run = _uniform_run(view, pos, step, prefix, record_count - done)
-                run_largest = _run_max_delta(view, pos + prefix + 1, step, run) if run >= _MIN_RUN else None
-                if run_largest is None:
+                column = _run_deltas(view, pos + prefix + 1, step, run) if run >= _MIN_RUN else None
+                if column is None:
                     plain_until = done + run
                 else:
-                    largest = max(largest, run_largest)
+                    columns.append(column)
                     done += run
                     pos += run * step
                     continue
@@ -424,6 +426,8 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int) -> int:
         raise CorruptRecordError("records section ends before its record count") from None
     if pos > len(view):
         raise CorruptRecordError("the last record runs past the end of the records section")
+    if columns:
+        return max(largest, _largest_zigzag_byte(columns[0] if len(columns) == 1 else b"".join(columns), claimed))
     return largest
 
 
@@ -455,23 +459,31 @@ def _uniform_run(view: _Buffer, pos: int, step: int, prefix: int, limit: int) ->
 
 
 _ODD_BYTES = bytes(range(1, 256, 2))
+# per one-byte delta d >= 0: every zigzag byte of a delta <= d (the even ones up to 2d, every odd one)
+_NOT_ABOVE = [bytes(range(0, 2 * d + 1, 2)) + _ODD_BYTES[:64] for d in range(64)]
 _MAX_BY_ITERATION = 256  # longer columns: membership tests (memchr) beat max() reading byte by byte
 
 
-def _run_max_delta(view: _Buffer, first: int, step: int, run: int) -> int | None:
-    """The largest timestampDelta of `run` records whose deltas start `step` bytes apart from
-    `first`, or None unless every delta is a one-byte varint. Zigzag puts deltas >= 0 on even
-    bytes in order and negative ones on odd bytes, so the largest even byte wins, if any."""
+def _run_deltas(view: _Buffer, first: int, step: int, run: int) -> bytes | None:
+    """The zigzag timestampDelta bytes of `run` records whose deltas start `step` bytes apart
+    from `first`, or None unless every delta is a one-byte varint."""
     column = bytes(view[first : first + run * step : step])
-    if not column.isascii():
-        return None
-    non_negative = column.translate(None, _ODD_BYTES)
-    if len(non_negative if non_negative else column) <= _MAX_BY_ITERATION:
-        largest = max(non_negative) if non_negative else min(column)
+    return column if column.isascii() else None
+
+
+def _largest_zigzag_byte(deltas: bytes, claimed: int) -> int:
+    """The largest delta of one-byte zigzag varints. Zigzag puts deltas >= 0 on even bytes in
+    order and negative ones on odd bytes. The producer's claim, when it is there and nothing
+    is above it, settles it with two C scans; otherwise the largest even byte wins, if any."""
+    if 0 <= claimed < 64 and claimed << 1 in deltas and not deltas.translate(None, _NOT_ABOVE[claimed]):
+        return claimed
+    non_negative = deltas.translate(None, _ODD_BYTES)
+    if len(non_negative if non_negative else deltas) <= _MAX_BY_ITERATION:
+        largest = max(non_negative) if non_negative else min(deltas)
     elif non_negative:
         largest = next(byte for byte in range(126, -1, -2) if byte in non_negative)
     else:  # every delta negative: the smallest odd byte is the largest
-        largest = next(byte for byte in range(1, 128, 2) if byte in column)
+        largest = next(byte for byte in range(1, 128, 2) if byte in deltas)
     return (largest >> 1) ^ -(largest & 1)
 
 

@@ -107,7 +107,8 @@ def _records_max_timestamp(buf: memoryview, position: int, header: BatchHeader) 
         section = buf[position + HEADER_SIZE : position + header.size]
     else:
         _, section = records_section(buf, position)
-    return header.base_timestamp + max_record_timestamp_delta(section, header.record_count)
+    claimed = header.max_timestamp - header.base_timestamp  # checked, not trusted
+    return header.base_timestamp + max_record_timestamp_delta(section, header.record_count, claimed)
 
 
 def _check_client_batch(header: BatchHeader) -> None:

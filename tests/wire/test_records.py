@@ -559,16 +559,28 @@ _DELTAS = st.one_of(st.integers(0, 60), st.integers(-60, 60), st.sampled_from([0
 @settings(max_examples=150, deadline=None)
 @given(count=st.sampled_from([1, 2, 17, 63, 64, 65, 300]), value_size=st.sampled_from([0, 10, 100, 2_000]),
        same_size=st.booleans(), deltas=st.lists(_DELTAS, min_size=300, max_size=300),
-       sizes=st.lists(st.integers(0, 8), min_size=300, max_size=300), as_view=st.booleans())
+       sizes=st.lists(st.integers(0, 8), min_size=300, max_size=300), as_view=st.booleans(),
+       claim_error=st.one_of(st.none(), st.just(0), st.integers(-70, 70)))
 def test_max_record_timestamp_delta_matches_the_records_timestamps(count, value_size, same_size, deltas, sizes,
-                                                                   as_view):
-    """Runs of same-sized records are read by column; whatever the shapes, the answer is the records' own."""
+                                                                   as_view, claim_error):
+    """Runs of same-sized records are read by column; whatever the shapes and whatever the header
+    claims (right, under- or overstated, absent), the answer is the records' own."""
     base = 1_700_000_000_000
     records = [Record(i, base + (deltas[i] if i else 0), None, b"v" * (value_size + (0 if same_size else sizes[i])))
                for i in range(count)]
     header, section = records_section(build_batch(records, base_timestamp=base))
     section = memoryview(section) if as_view else bytes(section)
-    assert max_record_timestamp_delta(section, header.record_count) == max(r.timestamp for r in records) - base
+    largest = max(r.timestamp for r in records) - base
+    claimed = -1 if claim_error is None else largest + claim_error
+    assert max_record_timestamp_delta(section, header.record_count, claimed) == largest
+
+
+@pytest.mark.parametrize("claimed", [9, 3, 20, -1], ids=["right", "understated", "overstated", "none"])
+def test_max_record_timestamp_delta_checks_the_header_claim_against_the_records(claimed):
+    deltas = [0, 3, 9, 3] * 16  # one run of 64 same-sized records, read by column
+    records = [Record(i, 1_000 + d, None, b"v" * 100) for i, d in enumerate(deltas)]
+    header, section = records_section(build_batch(records, base_timestamp=1_000))
+    assert max_record_timestamp_delta(section, header.record_count, claimed) == 9
 
 
 def test_max_record_timestamp_delta_refuses_a_run_cut_short_by_the_section_end():
