@@ -553,7 +553,8 @@ def test_max_record_timestamp_delta_refuses_a_section_shorter_than_its_count():
         max_record_timestamp_delta(section, 2)
 
 
-_DELTAS = st.one_of(st.integers(0, 60), st.integers(-60, 60), st.sampled_from([0, 63, 64, 70_000]))
+_DELTAS = st.one_of(st.integers(0, 60), st.integers(-60, 60), st.integers(64, 8_191), st.integers(-8_192, 8_191),
+                    st.sampled_from([0, 63, 64, 70_000]))
 
 
 @settings(max_examples=150, deadline=None)
@@ -581,6 +582,16 @@ def test_max_record_timestamp_delta_checks_the_header_claim_against_the_records(
     records = [Record(i, 1_000 + d, None, b"v" * 100) for i, d in enumerate(deltas)]
     header, section = records_section(build_batch(records, base_timestamp=1_000))
     assert max_record_timestamp_delta(section, header.record_count, claimed) == 9
+
+
+@pytest.mark.parametrize("late", [[500, 7_000, 64], [500, -300, 64]], ids=["later", "one-earlier"])
+def test_max_record_timestamp_delta_reads_two_byte_deltas_of_a_busy_producer(late):
+    """Records that waited 64 ms to 8 s in the producer carry two-byte deltas; runs of them are
+    read by column too (an earlier record, a negative delta, is read one by one)."""
+    deltas = [0] + [100 + i for i in range(40)] + late + [200 + i for i in range(40)]
+    records = [Record(i, 1_000 + d, None, b"v" * 100) for i, d in enumerate(deltas)]
+    header, section = records_section(build_batch(records, base_timestamp=1_000))
+    assert max_record_timestamp_delta(section, header.record_count) == max(deltas)
 
 
 def test_max_record_timestamp_delta_refuses_a_run_cut_short_by_the_section_end():
