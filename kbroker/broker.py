@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbroker.config import BrokerConfig
+from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
@@ -200,6 +201,7 @@ class Broker:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
+        fsync_dir(path.parent)  # make the rename itself durable, as the checkpoints do
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 from kbroker import config as broker_config
@@ -17,18 +18,32 @@ def _serve(args: argparse.Namespace) -> int:
     except (broker_config.ConfigError, OSError) as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    from kbroker.runner import serve_forever
+    from kbroker.runner import StartupError, serve_forever
 
     _raise_open_file_limit()
     uvloop = _uvloop() if args.event_loop != "asyncio" else None
     if args.event_loop == "uvloop" and uvloop is None:
         print("kbroker: --event-loop uvloop needs uvloop: pip install 'kbroker[fast]'", file=sys.stderr)
         return 2
-    if uvloop is not None:
-        uvloop.run(serve_forever(config))
-    else:
-        asyncio.run(serve_forever(config))
+    try:
+        if uvloop is not None:
+            uvloop.run(serve_forever(config))
+        else:
+            asyncio.run(serve_forever(config))
+    except StartupError as error:
+        if not _is_expected_startup_failure(error.__cause__):
+            traceback.print_exception(error.__cause__)  # a bug, not the environment: show where
+        print(f"kbroker: fatal error during startup: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _is_expected_startup_failure(cause: BaseException | None) -> bool:
+    """A port in use, a locked or inconsistent log dir: the message says it all."""
+    from kbroker.log.checkpoints import CheckpointError
+    from kbroker.log.errors import LogError
+
+    return isinstance(cause, OSError | LogError | CheckpointError)
 
 
 def _uvloop():

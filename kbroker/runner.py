@@ -15,6 +15,12 @@ from kbroker.net.server import Server
 
 log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL_S = 60  # log.flush.offset.checkpoint.interval.ms
+# Kafka's launcher logs these three and lets the JVM run its shutdown hooks: a clean shutdown
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class StartupError(Exception):
+    """The broker could not start; whatever it had opened was closed again, cleanly."""
 
 
 class RunningBroker:
@@ -36,6 +42,24 @@ class RunningBroker:
         return f"{listener.host}:{listener.port}"
 
     async def start(self) -> None:
+        """Open the logs, then listen. As Kafka after a fatal start-up error, a failure part way
+        shuts down what was opened (listeners stopped, logs closed with the clean-shutdown
+        marker, so the next start skips recovery) before it is raised."""
+        try:
+            await self._open_and_listen()
+        except BaseException as error:
+            await self._close_after_failed_start()
+            if isinstance(error, Exception):
+                raise StartupError(f"{type(error).__name__}: {error}") from error
+            raise
+
+    async def _close_after_failed_start(self) -> None:
+        try:
+            await self.stop()
+        except Exception:
+            log.exception("closing after a failed start failed too")
+
+    async def _open_and_listen(self) -> None:
         self.broker = Broker(self.config)
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
         # group commit: the connections flush staged offset commits before they send any answer
@@ -98,11 +122,16 @@ async def serve_forever(config: BrokerConfig) -> None:
     await running.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in SHUTDOWN_SIGNALS:
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, _on_shutdown_signal, signum, stop)
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
         await running.stop()
+
+
+def _on_shutdown_signal(signum: int, stop: asyncio.Event) -> None:
+    log.info("Terminating process due to signal %s", signal.Signals(signum).name)  # Kafka's words
+    stop.set()

@@ -60,10 +60,10 @@ class Server:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
-        """Stop accepting; answer the requests in flight, then close every connection."""
+        """Stop accepting; answer every request already received, then close every connection."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+        # at once, before any await: what each connection has received by now is what it answers
         closing = [connection.shut_down() for connection in list(self.connections)]
         if closing:
             _, stuck = await asyncio.wait(closing, timeout=_SHUTDOWN_GRACE_S)
@@ -71,6 +71,8 @@ class Server:
                 future.cancel()
         for connection in list(self.connections):
             connection.abort()
+        if self._server is not None:
+            await self._server.wait_closed()  # from Python 3.12 this waits for the connections to go
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -236,8 +238,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _update_reading(self) -> None:
         """Kafka's muting: stop reading while a request waits and more is queued behind it."""
-        if self._closed or self.transport is None:
-            return
+        if self._closed or self.transport is None or self._idle is not None:
+            return  # closed, or shutting down: reading stays paused for good
         busy = self._waiting is not None or self._writing_paused
         should_pause = busy and self._queued_bytes + self._end - self._start + self._large_filled > _MAX_QUEUED_BYTES
         if should_pause and not self._reading_paused:
@@ -343,14 +345,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._resolve_idle()
 
     def shut_down(self) -> asyncio.Future:
-        """Clean shutdown: stop reading, answer the request in flight, then close."""
+        """Clean shutdown: stop reading, answer the request in flight and every request received
+        whole behind it, in order, then close. A request only partly received is dropped."""
         self._idle = self.loop.create_future()
-        self._frames.clear()
         if self.transport is not None and not self._closed and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True
         if self._waiting is None:
-            self._resolve_idle()
+            self._run()  # resolves idle once nothing is queued (or, if the socket is full, when it drains)
         return self._idle
 
     def _resolve_idle(self) -> None:
