@@ -48,16 +48,13 @@ class RunningBroker:
         try:
             await self._open_and_listen()
         except BaseException as error:
-            await self._close_after_failed_start()
+            try:
+                await self.stop()
+            except Exception:
+                log.exception("closing after a failed start failed too")
             if isinstance(error, Exception):
                 raise StartupError(f"{type(error).__name__}: {error}") from error
             raise
-
-    async def _close_after_failed_start(self) -> None:
-        try:
-            await self.stop()
-        except Exception:
-            log.exception("closing after a failed start failed too")
 
     async def _open_and_listen(self) -> None:
         self.broker = Broker(self.config)

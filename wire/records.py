@@ -253,12 +253,13 @@ def validate_batch(buf: _Buffer, pos: int = 0) -> BatchHeader:
         )
     if header.batch_length > len(buf) - pos - LOG_OVERHEAD:
         raise CorruptRecordError(f"batch length {header.batch_length} runs past the end of the buffer")
-    if header.attributes & _CODEC_MASK > _MAX_CODEC:
-        raise CorruptRecordError(f"unknown compression codec id {header.codec}")
+    codec = header.attributes & _CODEC_MASK  # not the property: this runs for every produced batch
+    if codec > _MAX_CODEC:
+        raise CorruptRecordError(f"unknown compression codec id {codec}")
     if header.record_count < 0:
         raise CorruptRecordError(f"negative record count {header.record_count}")
     body = header.batch_length - MIN_BATCH_LENGTH
-    if not header.attributes & _CODEC_MASK and header.record_count * _MIN_RECORD_SIZE > body:
+    if codec == 0 and header.record_count * _MIN_RECORD_SIZE > body:
         raise CorruptRecordError(f"record count {header.record_count} cannot fit in {body} bytes of records")
     crc_end = pos + LOG_OVERHEAD + header.batch_length
     actual = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : crc_end])
@@ -282,7 +283,7 @@ def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -
     _check_patchable(buf, pos, HEADER_SIZE)
     if not _INT64_MIN <= base_offset <= _INT64_MAX:
         raise EncodeError(f"base offset {base_offset} is not an int64")
-    struct.pack_into(">q", buf, pos, base_offset)
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
 
 
 def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
@@ -290,7 +291,7 @@ def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: i
     _check_patchable(buf, pos, HEADER_SIZE)
     if not _INT32_MIN <= epoch <= _INT32_MAX:
         raise EncodeError(f"leader epoch {epoch} is not an int32")
-    struct.pack_into(">i", buf, pos + _LEADER_EPOCH_OFFSET, epoch)
+    _LEADER_EPOCH.pack_into(buf, pos + _LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int, max_timestamp: int) -> None:
@@ -363,7 +364,7 @@ def records_section(
     if header.batch_length > len(buf) - pos - LOG_OVERHEAD:
         raise DecodeError(f"truncated record batch at position {pos}")
     body = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
-    if header.attributes & _CODEC_MASK > _MAX_CODEC:
+    if header.codec > _MAX_CODEC:
         raise CorruptRecordError(f"unknown compression codec id {header.codec}")
     return header, decompress(header.codec, body, max_output=max_output)
 
@@ -469,8 +470,6 @@ _ODD_BYTES = bytes(range(1, 256, 2))
 # per one-byte delta d >= 0: every zigzag byte of a delta <= d (the even ones up to 2d, every odd one)
 _NOT_ABOVE = [bytes(range(0, 2 * d + 1, 2)) + _ODD_BYTES[:64] for d in range(64)]
 _MAX_BY_ITERATION = 256  # longer columns: membership tests (memchr) beat max() reading byte by byte
-
-
 _EVEN_CONTINUED = bytes(range(0x80, 0x100, 2))  # first bytes of two-byte zigzag varints of deltas >= 0
 _LITTLE_ENDIAN = sys.byteorder == "little"
 
