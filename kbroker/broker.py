@@ -128,6 +128,20 @@ class Broker:
         saved = self._read_topics_file()
         topic_configs = {t.name: self.log_config_for(t) for t in saved}
         self.logs = LogManager(self.log_dirs, self.default_log_config(), topic_configs=topic_configs)
+        try:
+            self._adopt_logs(saved)
+        except BaseException:
+            self.logs.close()  # nothing was served: the dirs stay clean, so the next start skips recovery
+            raise
+        self.fetch_waiters = FetchWaiters()  # long-polling fetches, woken by appends to their partitions
+        # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
+        self.next_producer_id = now_ms() << 8
+        self.closing = False
+        # what Metadata hands out; the runner fills in the real port when listening on port 0
+        self.advertised_listener = config.advertised_listeners[0]
+        self._coordinator = None  # kbroker.coordinator.Coordinator, built on first use
+
+    def _adopt_logs(self, saved: list[Topic]) -> None:
         given_cluster_id = self.config["cluster.id"] or self._saved_cluster_id
         self.cluster_id = self.logs.ensure_meta_properties(self.node_id, given_cluster_id)
         for topic in saved:
@@ -136,13 +150,6 @@ class Broker:
             # one replica: everything in the log was acknowledged, so the HW is the log end
             log.update_high_watermark(log.log_end_offset)
         self._save_topics()
-        self.fetch_waiters = FetchWaiters()  # long-polling fetches, woken by appends to their partitions
-        # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
-        self.next_producer_id = now_ms() << 8
-        self.closing = False
-        # what Metadata hands out; the runner fills in the real port when listening on port 0
-        self.advertised_listener = config.advertised_listeners[0]
-        self._coordinator = None  # kbroker.coordinator.Coordinator, built on first use
 
     # --- configuration -------------------------------------------------------------------
 

@@ -90,3 +90,15 @@ def test_a_failed_start_closes_the_listeners_that_did_open(tmp_path: Path, taken
 
     _fail_to_start_in_process(tmp_path, f"PLAINTEXT://127.0.0.1:{opened},SECOND://127.0.0.1:{taken_port}",
                               nothing_listens_on_the_opened_port)
+
+
+def test_a_log_dir_of_another_broker_id_exits_1_and_leaves_the_dir_clean(tmp_path: Path):
+    assert BrokerProcess(tmp_path).start().stop() == 0  # meta.properties now says broker.id=0
+    result = subprocess.run(
+        [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve", "--override", "broker.id=7",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--override", f"log.dirs={tmp_path}"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "broker id 0, this broker is 7" in result.stderr.strip().splitlines()[-1]
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    _lock_is_free(tmp_path)
