@@ -256,6 +256,8 @@ def _lz4_decompress(data: _Buffer, magic: int, max_output: int) -> bytes:
     while True:
         # Concatenated frames decode as one stream, like the lz4 CLI; trailing junk fails.
         chunk, rest = _lz4_one_frame(rest, max_output - len(out))
+        if not rest and not out:
+            return chunk  # one frame, the usual case: no copy
         out += chunk
         if not rest:
             return bytes(out)
@@ -264,8 +266,46 @@ def _lz4_decompress(data: _Buffer, magic: int, max_output: int) -> bytes:
 _LZ4_OUTPUT_STEP = 1 << 20
 
 
-def _lz4_one_frame(data: _Buffer, budget: int) -> tuple[bytes, bytes]:
+_LZ4_FLG_BLOCK_CHECKSUM = 0x10
+_LZ4_FLG_CONTENT_CHECKSUM = 0x04
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_LZ4_BLOCK_HEADER = struct.Struct("<I")
+
+
+def _lz4_frame_extent(data: _Buffer) -> tuple[int, int] | None:
+    """(end of the first frame, most bytes it can decode to), from its descriptor and block
+    sizes alone; None when the frame is not whole or not plain, for the careful decoder to judge."""
+    if len(data) < 7 or bytes(data[:4]) != _LZ4_MAGIC:
+        return None
+    flags, block_max_id = data[4], (data[5] >> 4) & 0x07
+    if block_max_id < 4 or flags & _LZ4_FLG_CONTENT_SIZE or flags & _LZ4_FLG_DICT_ID:
+        return None  # a declared content size makes the library allocate what the frame claims
+    block_max = 1 << (8 + 2 * block_max_id)
+    trailer = 4 if flags & _LZ4_FLG_BLOCK_CHECKSUM else 0
+    position, blocks, end = 7, 0, len(data) - 4
+    while position <= end:
+        (size,) = _LZ4_BLOCK_HEADER.unpack_from(data, position)
+        position += 4
+        if size == 0:  # the end mark
+            return position + (4 if flags & _LZ4_FLG_CONTENT_CHECKSUM else 0), blocks * block_max
+        position += (size & ~_LZ4_UNCOMPRESSED_BLOCK) + trailer
+        blocks += 1
+    return None
+
+
+def _lz4_one_frame(data: _Buffer, budget: int) -> tuple[bytes, _Buffer]:
     """Decode one frame, returning its output and the bytes after it."""
+    extent = _lz4_frame_extent(data)
+    if extent is not None and extent[0] <= len(data) and extent[1] <= budget:
+        try:  # every block within the budget: the library decodes the frame in one call
+            return lz4.frame.decompress(data[: extent[0]]), data[extent[0] :]
+        except RuntimeError as exc:
+            raise DecodeError(f"lz4: {exc}") from exc
+    return _lz4_one_frame_by_steps(data, budget)
+
+
+def _lz4_one_frame_by_steps(data: _Buffer, budget: int) -> tuple[bytes, bytes]:
+    """Decode one frame a step at a time, stopping as soon as the output passes `budget`."""
     obj = lz4.frame.LZ4FrameDecompressor()
     out = bytearray()
     chunk: _Buffer = data

@@ -204,6 +204,47 @@ def test_lz4_decodes_frame_with_content_size_and_linked_blocks() -> None:
     assert decompress(LZ4, frame) == data
 
 
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(0, 300_000), block_size=st.sampled_from([lz4.frame.BLOCKSIZE_MAX64KB,
+                                                                 lz4.frame.BLOCKSIZE_MAX256KB]),
+       block_checksum=st.booleans(), content_checksum=st.booleans(), store_size=st.booleans(),
+       slack=st.integers(-2, 2))
+def test_lz4_frames_of_any_layout_decode_up_to_max_output_and_not_beyond(
+        size: int, block_size: int, block_checksum: bool, content_checksum: bool, store_size: bool,
+        slack: int) -> None:
+    data = _compressible(size)
+    frame = lz4.frame.compress(data, block_size=block_size, block_checksum=block_checksum,
+                               content_checksum=content_checksum, store_size=store_size)
+    max_output = max(0, size + slack)
+    if size <= max_output:
+        assert decompress(LZ4, frame, max_output=max_output) == data
+    else:
+        with pytest.raises(DecodeError):
+            decompress(LZ4, frame, max_output=max_output)
+
+
+def test_lz4_output_of_exactly_full_blocks_one_byte_over_max_output_is_refused() -> None:
+    data = bytes(4 * 65536)
+    with pytest.raises(DecodeError):
+        decompress(LZ4, compress(LZ4, data), max_output=len(data) - 1)
+
+
+def test_lz4_decodes_concatenated_frames_as_one_stream() -> None:
+    assert decompress(LZ4, compress(LZ4, b"one ") + compress(LZ4, b"two")) == b"one two"
+
+
+def test_lz4_rejects_trailing_garbage() -> None:
+    with pytest.raises(DecodeError):
+        decompress(LZ4, compress(LZ4, b"abc" * 100) + b"junk")
+
+
+def test_lz4_rejects_a_block_whose_checksum_is_wrong() -> None:
+    frame = bytearray(lz4.frame.compress(_compressible(1000), block_checksum=True, content_checksum=False))
+    frame[-5] ^= 0xFF  # the block checksum sits just before the 4-byte end mark
+    with pytest.raises(DecodeError):
+        decompress(LZ4, bytes(frame))
+
+
 def test_zstd_decodes_frame_without_content_size() -> None:
     data = _compressible(50_000)
     obj = zstandard.ZstdCompressor(write_content_size=False).compressobj()
