@@ -21,6 +21,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kbroker.runner import StartupError, serve_forever
 
     _raise_open_file_limit()
+    keep_freed_memory_mapped()
     uvloop = _uvloop() if args.event_loop != "asyncio" else None
     if args.event_loop == "uvloop" and uvloop is None:
         print("kbroker: --event-loop uvloop needs uvloop: pip install 'kbroker[fast]'", file=sys.stderr)
@@ -54,6 +55,30 @@ def _uvloop():
     except ImportError:
         return None
     return uvloop
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_LARGEST_HEAP_BLOCK = 32 << 20  # glibc's ceiling for M_MMAP_THRESHOLD on 64-bit
+_FREE_HEAP_KEPT = 64 << 20
+
+
+def keep_freed_memory_mapped() -> bool:
+    """Serve large blocks (a produce request's buffer, a decompressed batch) from the heap and
+    keep freed ones mapped for the next request. glibc otherwise maps each block of 1 MB fresh
+    and unmaps it on free, and on a VM each of its 4 KiB pages costs a page fault of about 3 µs
+    when first written: ~0.7 ms per 1 MB request, more than the request's own work. Only
+    `kbroker serve` does this (it owns its process); False where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_HEAP_BLOCK) and mallopt(_M_TRIM_THRESHOLD, _FREE_HEAP_KEPT))
 
 
 def _raise_open_file_limit() -> None:
