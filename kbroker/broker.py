@@ -4,25 +4,35 @@ APIs act on this object; it knows nothing of sockets. Topic names, ids, partitio
 and per-topic configs are kept in `kbroker-topics.json` at the root of the first log dir
 (Kafka keeps them in its metadata log or ZooKeeper; a single node needs only a file),
 written atomically so a crash never leaves it half written.
+
+A log dir that fails goes offline (kbroker.log.manager): its partitions answer
+KAFKA_STORAGE_ERROR (`partition_error`) until a restart. As Kafka halts when all its log dirs
+have failed, or when its metadata log dir (by default the first of log.dirs) has, this broker
+must stop when none is left or when the first one, holding the topics file, fails;
+`on_log_dir_failure` (the runner's) is told which.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbroker.config import BrokerConfig
 from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
+from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
 from wire.errors import ErrorCode
 
+logger = logging.getLogger(__name__)
 TOPICS_FILE = "kbroker-topics.json"
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -128,6 +138,9 @@ class Broker:
         saved = self._read_topics_file()
         topic_configs = {t.name: self.log_config_for(t) for t in saved}
         self.logs = LogManager(self.log_dirs, self.default_log_config(), topic_configs=topic_configs)
+        # (failed log dir, whether the broker must stop); set by the runner, called from any thread
+        self.on_log_dir_failure: Callable[[Path, bool], object] | None = None
+        self.logs.on_dir_failure = self._log_dir_failed
         try:
             self._adopt_logs(saved)
         except BaseException:
@@ -146,9 +159,9 @@ class Broker:
         self.cluster_id = self.logs.ensure_meta_properties(self.node_id, given_cluster_id)
         for topic in saved:
             self._register(topic)
-        for _, log in self.logs.items():
+        for _, plog in self.logs.items():
             # one replica: everything in the log was acknowledged, so the HW is the log end
-            log.update_high_watermark(log.log_end_offset)
+            plog.update_high_watermark(plog.log_end_offset)
         self._save_topics()
 
     # --- configuration -------------------------------------------------------------------
@@ -194,14 +207,31 @@ class Broker:
         self._saved_cluster_id = state.get("cluster_id")
         return [Topic(e["name"], uuid.UUID(e["id"]), e["partitions"], e["configs"]) for e in state["topics"]]
 
+    def _log_dir_failed(self, log_dir: Path, all_failed: bool) -> None:
+        must_stop = all_failed
+        if not all_failed and log_dir == self._topics_path().parent:
+            logger.critical("Shutdown broker because the metadata log dir %s has failed", log_dir)
+            must_stop = True
+        if self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(log_dir, must_stop)
+
     def _save_topics(self) -> None:
+        path = self._topics_path()
+        if path.parent not in self.logs.live_log_dirs:
+            raise LogDirOfflineError(f"cannot write {path}: log dir {path.parent} has failed")
+        try:
+            self._write_topics_file(path)
+        except OSError as error:
+            self.logs.fail_dir(path.parent, error, f"writing {TOPICS_FILE}")
+            raise LogDirOfflineError(f"cannot write {path}: {error}") from error
+
+    def _write_topics_file(self, path: Path) -> None:
         state = {
             "version": 1,
             "cluster_id": self.cluster_id,
             "topics": [{"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
                        for t in self.topics.values()],
         }
-        path = self._topics_path()
         temporary = path.with_suffix(".tmp")
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(state, handle, indent=1)
@@ -215,9 +245,14 @@ class Broker:
         self.topics_by_id[topic.topic_id] = topic
         config = self.log_config_for(topic)
         for partition in range(topic.partitions):
-            log = self.logs.get(topic.name, partition) or self.logs.create(topic.name, partition, config)
+            plog = self.logs.get(topic.name, partition)
+            if plog is None:
+                try:
+                    plog = self.logs.create(topic.name, partition, config)
+                except LogDirOfflineError:
+                    continue  # offline, as in Kafka when the log cannot be created in its dir
             # this node becomes the leader: as Kafka's makeLeader, its epoch starts at the log end
-            log.maybe_assign_epoch_start_offset(LEADER_EPOCH, log.log_end_offset)
+            plog.maybe_assign_epoch_start_offset(LEADER_EPOCH, plog.log_end_offset)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         from kbroker.topic_configs import validate_topic_configs
@@ -267,6 +302,14 @@ class Broker:
             return None
         return self.logs.get(topic, partition)
 
+    def partition_error(self, topic: str, partition: int) -> ErrorCode:
+        """Why `partition_log` found no log: KAFKA_STORAGE_ERROR when the partition exists but its
+        log dir has failed (Kafka's HostedPartition.Offline), else UNKNOWN_TOPIC_OR_PARTITION."""
+        known = self.topics.get(topic)
+        if known is not None and 0 <= partition < known.partitions and self.logs.is_offline(topic, partition):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def auto_create(self, name: str) -> Topic | None:
         """Metadata/produce auto-creation (`auto.create.topics.enable`)."""
         if not self.config["auto.create.topics.enable"] or topic_name_problem(name):
@@ -298,11 +341,15 @@ class Broker:
 
     def apply_retention(self) -> None:
         now = now_ms()
-        for topic in self.topics.values():
+        for topic in list(self.topics.values()):
             for partition in range(topic.partitions):
-                log = self.logs.get(topic.name, partition)
-                if log is not None:
-                    log.apply_retention(now)
+                plog = self.logs.get(topic.name, partition)
+                if plog is None:
+                    continue
+                try:
+                    plog.apply_retention(now)
+                except OSError as error:
+                    self.logs.io_error(plog, error, f"deleting segments of {topic.name}-{partition}")
 
     def checkpoint(self) -> None:
         """Kafka's periodic work: flush logs whose flush.ms is due, write offset checkpoints."""
@@ -314,5 +361,12 @@ class Broker:
         if self._coordinator is not None:
             self._coordinator.close()
         self.logs.close()
+
+    def halt(self) -> None:
+        """Stop without writing anything more (Kafka's Exit.halt after its log dirs failed): the
+        next start recovers every dir."""
+        if self._coordinator is not None:
+            self._coordinator.close()
+        self.logs.halt()
 
 

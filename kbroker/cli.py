@@ -18,7 +18,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (broker_config.ConfigError, OSError) as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    from kbroker.runner import StartupError, serve_forever
+    from kbroker.runner import BrokerHalted, StartupError, serve_forever
 
     _raise_open_file_limit()
     keep_freed_memory_mapped()
@@ -36,6 +36,8 @@ def _serve(args: argparse.Namespace) -> int:
             traceback.print_exception(error.__cause__)  # a bug, not the environment: show where
         print(f"kbroker: fatal error during startup: {error}", file=sys.stderr)
         return 1
+    except BrokerHalted:
+        return 1  # as Kafka's Exit.halt(1); the log says which dirs failed
     return 0
 
 

@@ -1,4 +1,10 @@
-"""Starting and stopping a broker: listeners, the retention timer, the log cleaner, clean shutdown."""
+"""Starting and stopping a broker: listeners, the retention timer, the log cleaner, clean shutdown.
+
+And halting: when no log dir is left (or the first one, holding the topics file, fails), the
+broker stops serving at once, as Kafka's Exit.halt(1): listeners and connections closed,
+nothing flushed, checkpointed or marked clean, so the next start recovers every dir.
+`serve_forever` then raises BrokerHalted (`kbroker serve` exits with status 1).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+from pathlib import Path
 
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
@@ -23,6 +30,10 @@ class StartupError(Exception):
     """The broker could not start; whatever it had opened was closed again, cleanly."""
 
 
+class BrokerHalted(Exception):
+    """The broker stopped serving because its log dirs failed (see the module docstring)."""
+
+
 class RunningBroker:
     """A broker with its listeners open, inside a running event loop."""
 
@@ -31,6 +42,10 @@ class RunningBroker:
         self.broker: Broker | None = None
         self.servers: list[Server] = []
         self._retention: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self.halted = False  # set when the log dirs' failure stopped the broker (see halt)
+        self._halt_done = asyncio.Event()
 
     @property
     def port(self) -> int:
@@ -57,7 +72,9 @@ class RunningBroker:
             raise
 
     async def _open_and_listen(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.broker = Broker(self.config)
+        self.broker.on_log_dir_failure = self._on_log_dir_failure
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
         # group commit: the connections flush staged offset commits before they send any answer
         self.broker.coordinator.offsets.deferring = True
@@ -96,10 +113,55 @@ class RunningBroker:
             except Exception:
                 log.exception("housekeeping failed")
 
+    # --- a failed log dir ----------------------------------------------------------------
+
+    def _on_log_dir_failure(self, log_dir: Path, must_stop: bool) -> None:
+        """Called by the log manager from whichever thread met the failure."""
+        if self._loop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile: nothing left to do
+                self._loop.call_soon_threadsafe(self._after_log_dir_failure, must_stop)
+
+    def _after_log_dir_failure(self, must_stop: bool) -> None:
+        if self.broker is None or self._stopping:
+            return
+        self.broker.fetch_waiters.wake_all()  # fetches parked on its partitions answer the error now
+        if must_stop and not self.halted:
+            self.halted = True
+            asyncio.get_running_loop().create_task(self.halt())
+
+    async def halt(self) -> None:
+        """Stop serving at once without writing anything more (Kafka's Exit.halt(1))."""
+        self.halted = True
+        broker, self.broker = self.broker, None
+        if broker is None:
+            self._halt_done.set()
+            return
+        try:
+            broker.closing = True
+            broker.fetch_waiters.wake_all()
+            if self._retention is not None:
+                self._retention.cancel()
+            for server in self.servers:
+                for connection in list(server.connections):
+                    connection.abort()  # unanswered requests stay unanswered, as when a process dies
+            await asyncio.sleep(0)  # each aborted connection leaves its server
+            for server in self.servers:
+                await server.stop()
+            broker.halt()
+        finally:
+            self._halt_done.set()
+
+    async def wait_halted(self) -> None:
+        await self._halt_done.wait()
+
     async def stop(self) -> None:
         """Answer nothing new, finish what is in flight, then flush and checkpoint the logs."""
+        if self.halted:
+            await self._halt_done.wait()
+            return
         if self.broker is None:
             return
+        self._stopping = True
         self.broker.closing = True
         self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now
         if self.broker._coordinator is not None:
@@ -115,6 +177,7 @@ class RunningBroker:
 
 
 async def serve_forever(config: BrokerConfig) -> None:
+    """Serve until a shutdown signal (a clean shutdown), or until the log dirs fail (BrokerHalted)."""
     running = RunningBroker(config)
     await running.start()
     stop = asyncio.Event()
@@ -122,11 +185,18 @@ async def serve_forever(config: BrokerConfig) -> None:
     for signum in SHUTDOWN_SIGNALS:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, _on_shutdown_signal, signum, stop)
+    halted = loop.create_task(running.wait_halted())
+    stopped = loop.create_task(stop.wait())
     try:
-        await stop.wait()
+        await asyncio.wait((halted, stopped), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        log.info("shutting down")
+        halted.cancel()
+        stopped.cancel()
+        if not running.halted:
+            log.info("shutting down")
         await running.stop()
+    if running.halted:
+        raise BrokerHalted("the broker halted because its log dirs failed")
 
 
 def _on_shutdown_signal(signum: int, stop: asyncio.Event) -> None:

@@ -46,6 +46,19 @@ class BrokerThread:
     def broker(self):
         return self.running.broker
 
+    @property
+    def halted(self) -> bool:
+        """Whether the broker stopped serving because its log dirs failed (the test process goes on)."""
+        return self.running.halted
+
+    def wait_halted(self, timeout: float = 30) -> bool:
+        """Wait until a halt (see `halted`) is complete; False if there was none within `timeout`."""
+        try:
+            self._call(asyncio.wait_for(self.running.wait_halted(), timeout), timeout + 5)
+        except TimeoutError:
+            return False
+        return True
+
     def _call(self, coroutine, timeout: float = 30):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 

@@ -24,6 +24,9 @@ async def consumer_group_heartbeat(broker: Broker, header, request):
     if not coordinator.consumer_protocol_enabled:  # what Kafka's request handler answers then
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED)
     version = header.request_api_version
+    if coordinator.offsets.partition_offline(request.group_id):  # its log dir failed: not ours any more
+        return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, error_message=None,
+                        member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
     groups = coordinator.consumer_groups
     groups.start()  # the expiry sweep (a no-op once running)
     owned = request.topic_partitions

@@ -18,13 +18,16 @@ def _delete(broker: Broker, topic: str, partition: int, offset: int, now: int) -
     high watermark (or below zero, other than -1 for "up to the high watermark")."""
     log = broker.partition_log(topic, partition)
     if log is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK
+        return broker.partition_error(topic, partition), INVALID_LOW_WATERMARK
     if not log.config.deletes_by_retention:
         return ErrorCode.POLICY_VIOLATION, INVALID_LOW_WATERMARK
     try:
         return ErrorCode.NONE, log.delete_records_before(offset, now)
     except OffsetOutOfRangeError:
         return ErrorCode.OFFSET_OUT_OF_RANGE, INVALID_LOW_WATERMARK
+    except OSError as error:  # deleting the segments below the new log start failed
+        return broker.logs.io_error(log, error, f"deleting records of {topic}-{partition}").error_code, \
+            INVALID_LOW_WATERMARK
 
 
 @handles(21)

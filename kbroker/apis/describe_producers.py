@@ -31,7 +31,7 @@ def _producer(entry: ProducerStateEntry):
 def _partition(broker: Broker, topic: str, index: int):
     log = broker.partition_log(topic, index)
     if log is None:
-        return Response.PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        return Response.PartitionResponse(partition_index=index, error_code=broker.partition_error(topic, index),
                                           error_message=None, active_producers=[])
     producers = [_producer(e) for e in log.producer_state.producers.values()]
     return Response.PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, error_message=None,

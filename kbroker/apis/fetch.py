@@ -116,7 +116,7 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
         return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_ID), 0
     log = broker.partition_log(wanted.name, wanted.partition)
     if log is None:
-        return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+        return _partition_data(wanted.partition, broker.partition_error(wanted.name, wanted.partition)), 0
     epoch_error = leader_epoch_error(wanted.current_leader_epoch)
     if epoch_error:
         return _partition_data(wanted.partition, epoch_error), 0
@@ -125,6 +125,13 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
         chunk = log.read(wanted.fetch_offset, limit, log.high_watermark) if limit > 0 or first else None
     except OffsetOutOfRangeError:
         return _partition_data(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE, log), 0
+    except OSError as error:
+        offline = broker.logs.io_error(log, error, f"reading {wanted.name}-{wanted.partition}")
+        return _partition_data(wanted.partition, offline.error_code), 0
+    except ValueError:
+        if not log.closed:
+            raise
+        return _partition_data(wanted.partition, broker.partition_error(wanted.name, wanted.partition)), 0
     size = len(chunk) if chunk is not None else 0
     return _partition_data(wanted.partition, ErrorCode.NONE, log, chunk if size else b""), size
 

@@ -11,11 +11,17 @@ from wire import messages
 from wire.errors import ErrorCode
 
 
+def _not_coordinator(broker: Broker, group_id: str) -> ErrorCode | None:
+    """NOT_COORDINATOR when the group's __consumer_offsets partition is offline (its log dir
+    failed): as Kafka, this broker no longer coordinates the group."""
+    return ErrorCode.NOT_COORDINATOR if broker.coordinator.offsets.partition_offline(group_id) else None
+
+
 @handles(11)
 async def join_group(broker: Broker, header, request):
     Response = messages.JoinGroupResponse
     version = header.request_api_version
-    refused = broker.coordinator.classic_join_error(request.group_id)
+    refused = _not_coordinator(broker, request.group_id) or broker.coordinator.classic_join_error(request.group_id)
     if refused is not None:
         return Response(error_code=refused, generation_id=-1, protocol_name=None if version >= 7 else "",
                         leader="", member_id="", members=[])
@@ -44,6 +50,8 @@ async def join_group(broker: Broker, header, request):
 async def sync_group(broker: Broker, header, request):
     Response = messages.SyncGroupResponse
     version = header.request_api_version
+    if _not_coordinator(broker, request.group_id):
+        return Response(error_code=ErrorCode.NOT_COORDINATOR, assignment=b"")
     result = await broker.coordinator.groups.sync(
         request.group_id, request.member_id, request.generation_id,
         request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
@@ -59,6 +67,8 @@ async def sync_group(broker: Broker, header, request):
 async def heartbeat(broker: Broker, header, request):
     Response = messages.HeartbeatResponse
     instance = request.group_instance_id if header.request_api_version >= 3 else None
+    if _not_coordinator(broker, request.group_id):
+        return Response(error_code=ErrorCode.NOT_COORDINATOR)
     error = broker.coordinator.groups.heartbeat(request.group_id, request.member_id, request.generation_id, instance)
     return Response(error_code=error)
 

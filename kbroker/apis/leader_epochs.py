@@ -29,7 +29,7 @@ def current_leader_epoch_error(current_leader_epoch: int) -> ErrorCode:
 
 def _epoch_end_offset(broker: Broker, topic: str, partition) -> Response.EpochEndOffset:
     log = broker.partition_log(topic, partition.partition)
-    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else \
+    error = broker.partition_error(topic, partition.partition) if log is None else \
         current_leader_epoch_error(partition.current_leader_epoch)
     if error:
         return Response.EpochEndOffset(error_code=error, partition=partition.partition, leader_epoch=-1,

@@ -37,7 +37,7 @@ async def list_offsets(broker: Broker, header, request):
             log = broker.partition_log(topic.name, p.partition_index)
             if log is None:
                 partitions.append(Response.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    partition_index=p.partition_index, error_code=broker.partition_error(topic.name, p.partition_index),
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             epoch_error = leader_epoch_error(p.current_leader_epoch) if version >= 4 else ErrorCode.NONE
@@ -46,7 +46,14 @@ async def list_offsets(broker: Broker, header, request):
                     partition_index=p.partition_index, error_code=epoch_error, timestamp=-1, offset=-1,
                     leader_epoch=-1))
                 continue
-            timestamp, offset = _lookup(log, p.timestamp)
+            try:
+                timestamp, offset = _lookup(log, p.timestamp)
+            except OSError as error:  # the indexes and segments are read from disk
+                offline = broker.logs.io_error(log, error, f"looking up offsets of {topic.name}-{p.partition_index}")
+                partitions.append(Response.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=offline.error_code, timestamp=-1, offset=-1,
+                    leader_epoch=-1))
+                continue
             partitions.append(Response.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
                 leader_epoch=LEADER_EPOCH if version >= 4 else -1))  # the field exists from v4

@@ -33,7 +33,12 @@ async def describe_log_dirs(broker: Broker, header, request):
             partition_index=partition, partition_size=log.size,
             offset_lag=max(0, log.log_end_offset - log.high_watermark), is_future_key=False))
     results = []
+    offline = set(broker.logs.offline_log_dirs)
     for log_dir, topics in by_dir.items():
+        if log_dir in offline:  # as Kafka reports a failed dir: the error, no partitions, no sizes
+            results.append(Response.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                                                          log_dir=str(log_dir.absolute()), topics=[]))
+            continue
         result = Response.DescribeLogDirsResult(
             error_code=0, log_dir=str(log_dir.absolute()),
             topics=[Response.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in topics.items()])

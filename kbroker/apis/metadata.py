@@ -20,10 +20,19 @@ def _brokers(broker: Broker) -> list:
 
 def _partitions(broker: Broker, topic: Topic) -> list:
     nodes = [broker.node_id]
-    return [Response.MetadataResponsePartition(error_code=0, partition_index=p, leader_id=broker.node_id,
+    offline = broker.logs.is_offline
+    return [_offline_partition(p, nodes) if offline(topic.name, p) else
+            Response.MetadataResponsePartition(error_code=0, partition_index=p, leader_id=broker.node_id,
                                                leader_epoch=LEADER_EPOCH, replica_nodes=nodes, isr_nodes=nodes,
                                                offline_replicas=[])
             for p in range(topic.partitions)]
+
+
+def _offline_partition(index: int, nodes: list[int]):
+    """A partition whose log dir failed: what Kafka shows once its only replica is offline."""
+    return Response.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index,
+                                              leader_id=-1, leader_epoch=LEADER_EPOCH, replica_nodes=nodes,
+                                              isr_nodes=nodes, offline_replicas=nodes)
 
 
 def _topic(broker: Broker, topic: Topic) -> object:

@@ -9,6 +9,7 @@ from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.coordinator.groups import Group, GroupState, validate_offset_commit
 from kbroker.coordinator.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
+from kbroker.log.errors import LogDirOfflineError
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
@@ -24,7 +25,9 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
     if key_type == KEY_TYPE_GROUP:
         if not key:
             return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
-        broker.coordinator  # noqa: B018 - builds the coordinator (and replays offsets) on first use
+        if broker.coordinator.offsets.partition_offline(key):  # builds the coordinator on first use
+            # its __consumer_offsets partition has no leader: Kafka's answer for such a group
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
     if key_type == KEY_TYPE_TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet"
@@ -81,6 +84,8 @@ async def offset_commit(broker: Broker, header, request):
     if consumer_group is not None:  # a KIP-848 group: member epochs, not generations
         error = coordinator.consumer_groups.validate_offset_commit(
             consumer_group, request.member_id, request.generation_id_or_member_epoch, version)
+    if group_id and coordinator.offsets.partition_offline(group_id):
+        error = ErrorCode.NOT_COORDINATOR  # its log dir failed: this broker no longer coordinates the group
     now = now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
     topics = []
@@ -119,12 +124,19 @@ def _store_commits(store: OffsetStore, group_id: str, commits: dict[tuple[str, i
     """Append the commits; when that fails, the partitions that were to be committed say so."""
     try:
         store.commit(group_id, commits, now)
+    except LogDirOfflineError:
+        _fail_commits(topics, ErrorCode.NOT_COORDINATOR)  # Kafka's mapping of KAFKA_STORAGE_ERROR for a commit
     except Exception:
         log.exception("cannot append the offsets of group %s to %s", group_id, OFFSETS_TOPIC)
-        for topic in topics:
-            for partition in topic.partitions:
-                if partition.error_code == ErrorCode.NONE:
-                    partition.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        _fail_commits(topics, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _fail_commits(topics: list, error: ErrorCode) -> None:
+    """The partitions that were to be committed say `error`."""
+    for topic in topics:
+        for partition in topic.partitions:
+            if partition.error_code == ErrorCode.NONE:
+                partition.error_code = error
 
 
 def _fetch_group(broker: Broker, group_id: str, topics) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
@@ -174,6 +186,9 @@ async def offset_fetch(broker: Broker, header, request):
 
         groups = []
         for g in request.groups:
+            if broker.coordinator.offsets.partition_offline(g.group_id):
+                groups.append(Group_(group_id=g.group_id, error_code=ErrorCode.NOT_COORDINATOR, topics=[]))
+                continue
             if version >= 9:  # a KIP-848 member names itself and its epoch
                 error = broker.coordinator.consumer_groups.offset_fetch_error(g.group_id, g.member_id, g.member_epoch)
                 if error:
@@ -190,6 +205,8 @@ async def offset_fetch(broker: Broker, header, request):
         return Response(throttle_time_ms=0, groups=groups)
     Topic_ = Response.OffsetFetchResponseTopic
     Partition_ = Response.OffsetFetchResponsePartition
+    if broker.coordinator.offsets.partition_offline(request.group_id):
+        return Response(topics=[], error_code=ErrorCode.NOT_COORDINATOR)  # v2+ has the field; v0-1 get no topics
     topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
     found = _fetch_group(broker, request.group_id, topics)
     response = Response(topics=[Topic_(name=name, partitions=[

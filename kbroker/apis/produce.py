@@ -40,7 +40,7 @@ def _topic_refusal(broker: Broker, topic_name: str | None, acks: int) -> ErrorCo
 def _append(broker: Broker, topic_name: str, partition, now: int):
     log = broker.partition_log(topic_name, partition.index)
     if log is None:
-        return _partition_response(partition.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _partition_response(partition.index, broker.partition_error(topic_name, partition.index))
     records = partition.records
     if records is None or len(records) == 0:
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message="no records")
@@ -50,9 +50,14 @@ def _append(broker: Broker, topic_name: str, partition, now: int):
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
     except LogError as error:
         return _partition_response(partition.index, error.error_code, message=str(error))
-    except OSError as error:  # the disk refused the write (full, failing): Kafka's answer for a log dir in trouble
-        logger.error("cannot append to %s-%d: %s", topic_name, partition.index, error)
-        return _partition_response(partition.index, ErrorCode.KAFKA_STORAGE_ERROR, message=str(error))
+    except OSError as error:  # the disk refused the write (full, failing): its log dir goes offline, as in Kafka
+        offline = broker.logs.io_error(log, error, f"appending records to {topic_name}-{partition.index}")
+        return _partition_response(partition.index, offline.error_code, message=str(offline))
+    except ValueError:
+        if not log.closed:
+            raise
+        # its dir failed on another thread (the flusher) since the log was looked up
+        return _partition_response(partition.index, broker.partition_error(topic_name, partition.index))
     log.update_high_watermark(log.log_end_offset)  # one replica: the ISR is this broker alone
     broker.notify_appended(topic_name, partition.index)
     return _partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,

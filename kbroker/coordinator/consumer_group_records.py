@@ -186,7 +186,11 @@ class ConsumerGroupOffsetStore(OffsetStore):
         batch = build_batch(Record(i, now_ms, *encode_record(record), ()) for i, record in enumerate(records))
         self._ensure_topic()
         partition = self.partition_for(group_id)
-        plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
-        plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
+        plog = self.writable_log(partition)
+        try:
+            plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
+        except OSError as error:
+            raise self.broker.logs.io_error(plog, error, f"appending records to {OFFSETS_TOPIC}-{partition}") \
+                from error
         plog.update_high_watermark(plog.log_end_offset)
         self.broker.notify_appended(OFFSETS_TOPIC, partition)

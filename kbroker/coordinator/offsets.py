@@ -31,6 +31,7 @@ import crc32c
 
 from kbroker.broker import LEADER_EPOCH
 from kbroker.coordinator.hashing import partition_for
+from kbroker.log.errors import LogDirOfflineError
 from wire import messages
 from wire.records import iter_records, read_batch_header
 from wire.varint import encode_varint
@@ -188,6 +189,12 @@ class OffsetStore:
     def partition_for(self, group: str) -> int:
         return partition_for(group, self.partitions)
 
+    def partition_offline(self, group: str) -> bool:
+        """Whether the group's partition of the topic sits in a failed log dir: this broker can
+        no longer coordinate the group (Kafka resigns it as that partition's leader)."""
+        logs = self.broker.logs
+        return logs.has_offline_partitions and logs.is_offline(OFFSETS_TOPIC, self.partition_for(group))
+
     def _ensure_topic(self) -> None:
         """Create the topic on first use, as Kafka does when the first group needs it."""
         if OFFSETS_TOPIC not in self.broker.topics:
@@ -259,10 +266,21 @@ class OffsetStore:
     def _append_to(self, partition: int, batch: bytes, now_ms: int) -> None:
         """Acknowledged (high watermark) at once: this single replica is the whole ISR."""
         self._ensure_topic()
-        plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
-        plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
+        plog = self.writable_log(partition)
+        try:
+            plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
+        except OSError as error:
+            raise self.broker.logs.io_error(plog, error, f"appending records to {OFFSETS_TOPIC}-{partition}") \
+                from error
         plog.update_high_watermark(plog.log_end_offset)
         self.broker.notify_appended(OFFSETS_TOPIC, partition)
+
+    def writable_log(self, partition: int):
+        """The partition's log; LogDirOfflineError when its log dir has failed."""
+        plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+        if plog is None:
+            raise LogDirOfflineError(f"{OFFSETS_TOPIC}-{partition} is offline")
+        return plog
 
     def _key_field(self, group: str, topic: str, partition: int) -> bytes:
         """The record key field of an offset commit, from the cache (bounded: cleared when full)."""

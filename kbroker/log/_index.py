@@ -234,6 +234,11 @@ class FileIndex:
         self.trim_to_valid_size()
         self._release()
 
+    def abandon(self) -> None:
+        """Let go of the map without trimming or writing (its log dir failed: unwritten entries
+        are lost, as in a crash, and rebuilt by recovery)."""
+        self._release()
+
     def _release(self) -> None:
         self._closed = True
         self._drop_map()

@@ -20,6 +20,7 @@ __all__ = [
     "InvalidRecordError",
     "InvalidTxnStateError",
     "LogDirLockedError",
+    "LogDirOfflineError",
     "LogError",
     "LogSegmentOffsetOverflowError",
     "OffsetOutOfRangeError",
@@ -89,6 +90,13 @@ class LogSegmentOffsetOverflowError(LogError):
 
 class LogDirLockedError(LogError):
     """Another process holds the log directory's `.lock`, as Kafka refuses to share one."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class LogDirOfflineError(LogError):
+    """The partition's log dir went offline after an I/O error (Kafka's KafkaStorageException):
+    its logs are closed until the broker restarts, and clients are told KAFKA_STORAGE_ERROR."""
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
 

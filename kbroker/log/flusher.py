@@ -15,6 +15,10 @@ lock again, only if everything still in the log below that offset was really syn
 Descriptors rather than segment objects make it safe against whatever happens meanwhile:
 a segment deleted, compacted away, truncated or closed keeps its open description until
 the sync is done, and its fate is judged afterwards under the lock.
+
+A task that raises OSError has hit the disk of the log dir it was scheduled for: it is handed
+to `on_io_error`, and the LogManager takes that dir offline (after a failed fsync Linux may
+have dropped the dirty pages, so nothing acknowledged there can be vouched for any more).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["FLUSHER_THREAD_NAME", "LogFlusher", "PendingSync"]
 
@@ -80,28 +85,41 @@ class PendingSync:
         self._targets.clear()
 
 
+IoErrorHandler = Callable[[Path, OSError, str], object]  # (log dir, error, what was being done)
+
+
+class _Task(NamedTuple):
+    run: Callable[[], object]
+    log_dir: Path | None
+    action: str
+
+
 class LogFlusher:
     """One daemon thread running one-off background log tasks in order (see the module docstring).
 
-    The thread starts with the first task. Tasks must not raise; one that does is logged and
-    the thread goes on. Never wait for it (`wait_idle`) while holding a log's lock: its task
-    may be waiting for that lock.
+    The thread starts with the first task. An OSError from a task scheduled with a `log_dir`
+    goes to `on_io_error` (called on this thread, holding no log's lock); anything else a task
+    raises is logged and the thread goes on. Never wait for it (`wait_idle`) while holding a
+    log's lock: its task may be waiting for that lock.
     """
 
-    def __init__(self, name: str = FLUSHER_THREAD_NAME) -> None:
+    def __init__(self, name: str = FLUSHER_THREAD_NAME, *, on_io_error: IoErrorHandler | None = None) -> None:
         self.name = name
+        self.on_io_error = on_io_error
         self._cond = threading.Condition()
-        self._tasks: deque[Callable[[], object]] = deque()
+        self._tasks: deque[_Task] = deque()
         self._busy = False
         self._stopped = False
         self._thread: threading.Thread | None = None
 
-    def schedule(self, task: Callable[[], object]) -> bool:
-        """Queue `task`; False (not queued) once shut down, so the caller runs it itself."""
+    def schedule(self, task: Callable[[], object], *, log_dir: Path | None = None,
+                 action: str = "running a background log task") -> bool:
+        """Queue `task`, whose OSError is a failure of `log_dir` while doing `action`; False (not
+        queued) once shut down, so the caller runs it itself."""
         with self._cond:
             if self._stopped:
                 return False
-            self._tasks.append(task)
+            self._tasks.append(_Task(task, log_dir, action))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
@@ -134,7 +152,7 @@ class LogFlusher:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def _next_task(self) -> Callable[[], object] | None:
+    def _next_task(self) -> _Task | None:
         with self._cond:
             self._busy = False
             self._cond.notify_all()
@@ -145,13 +163,24 @@ class LogFlusher:
             self._busy = True
             return self._tasks.popleft()
 
+    def _run_one(self, task: _Task) -> None:
+        try:
+            task.run()
+        except OSError as error:
+            if task.log_dir is None or self.on_io_error is None:
+                log.exception("background log task failed while %s", task.action)
+                return
+            try:
+                self.on_io_error(task.log_dir, error, task.action)
+            except Exception:
+                log.exception("handling the failure of %s failed", task.log_dir)
+        except Exception:
+            log.exception("background log task failed while %s", task.action)
+
     def _run(self) -> None:
         try:
             while (task := self._next_task()) is not None:
-                try:
-                    task()
-                except Exception:
-                    log.exception("background log flush failed")
+                self._run_one(task)
         finally:
             with self._cond:
                 self._busy = False

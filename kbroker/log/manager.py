@@ -17,18 +17,28 @@ It also owns the background flusher (kbroker.log.flusher) that every log it open
 fsync after a roll to, as Kafka's roll schedules "flush-log" on the LogManager's scheduler.
 `close` closes (and so fully flushes) the logs first, which turns a flush still queued or
 under way into a no-op, then stops the flusher's thread.
+
+A log dir that fails goes offline, as in Kafka (LogDirFailureChannel, then
+LogManager.handleLogDirFailure): the first OSError from an operation on one of its logs
+(handed to `fail_dir`, or `io_error`; the flusher reports its own) closes that dir's logs
+without writing anything, releases its `.lock` and keeps every later write out of it; its
+partitions are then offline (`is_offline`) until a restart, which recovers the dir since it was
+not closed cleanly. New partitions go to the live dirs only. `on_dir_failure` (set by the
+broker) hears of each failure, and whether any dir is left live: Kafka halts when none is.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from kbroker.log.checkpoints import (
@@ -51,13 +61,16 @@ from kbroker.log.checkpoints import (
 )
 from kbroker.log.cleaner import CleanerConfig, LogCleaner
 from kbroker.log.config import LogConfig
-from kbroker.log.errors import InconsistentMetadataError, LogDirLockedError, LogError
+from kbroker.log.errors import InconsistentMetadataError, LogDirLockedError, LogDirOfflineError, LogError
 from kbroker.log.flusher import LogFlusher
 from kbroker.log.partition_log import PartitionLog
 
 __all__ = ["LogManager", "parse_partition_dir"]
 
 TopicPartition = tuple[str, int]
+DirFailureListener = Callable[[Path, bool], object]  # (the failed log dir, whether no live dir is left)
+
+logger = logging.getLogger(__name__)
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
@@ -100,10 +113,15 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
-        self._locks: list[int] = []
+        self._locks: dict[Path, int] = {}
+        self._live_dirs: list[Path] = list(self.log_dirs)
+        self._offline: dict[TopicPartition, Path] = {}  # partitions whose log dir failed -> that dir
+        # guards the live/offline state: the flusher thread fails dirs too
+        self._state_lock = threading.RLock()
         self._closed = False
+        self.on_dir_failure: DirFailureListener | None = None
         self.cleaner: LogCleaner | None = None
-        self.flusher = LogFlusher()  # its thread starts with the first roll
+        self.flusher = LogFlusher(on_io_error=self.fail_dir)  # its thread starts with the first roll
         now = _now_ms() if now_ms is None else now_ms
         try:
             for log_dir in self.log_dirs:
@@ -123,7 +141,7 @@ class LogManager:
             raise LogDirLockedError(
                 f"{log_dir} is in use by another broker (cannot lock {LOCK_FILE})"
             ) from exc
-        self._locks.append(fd)
+        self._locks[log_dir] = fd
 
     def _open_dir(self, log_dir: Path, now_ms: int) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -180,10 +198,14 @@ class LogManager:
         self._release_locks()
 
     def _release_locks(self) -> None:
-        for fd in self._locks:
+        for log_dir in list(self._locks):
+            self._release_lock(log_dir)
+
+    def _release_lock(self, log_dir: Path) -> None:
+        fd = self._locks.pop(log_dir, None)
+        if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._locks.clear()
 
     # --- partitions ---------------------------------------------------------------------
 
@@ -193,7 +215,7 @@ class LogManager:
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """Apply new topic settings to the topic's existing and future partitions."""
         self._topic_configs[topic] = config
-        for (name, _), log in self._logs.items():
+        for (name, _), log in list(self._logs.items()):
             if name == topic:
                 log.update_config(config)
 
@@ -215,28 +237,105 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path:
         return self._dir_of[(topic, partition)]
 
+    # --- failed log dirs ----------------------------------------------------------------
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        with self._state_lock:
+            return list(self._live_dirs)
+
+    @property
+    def offline_log_dirs(self) -> list[Path]:
+        with self._state_lock:
+            return [d for d in self.log_dirs if d not in self._live_dirs]
+
+    @property
+    def has_offline_partitions(self) -> bool:
+        return bool(self._offline)
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log was in a log dir that failed (Kafka's HostedPartition.Offline)."""
+        return (topic, partition) in self._offline
+
+    def offline_partitions(self) -> dict[TopicPartition, Path]:
+        with self._state_lock:
+            return dict(self._offline)
+
+    def io_error(self, log: PartitionLog, error: OSError, action: str) -> LogDirOfflineError:
+        """An OSError from `log` while doing `action` (e.g. "appending records to t-0"): take its
+        log dir offline, and return what to tell the client (or raise)."""
+        log_dir = log.dir.parent
+        self.fail_dir(log_dir, error, action)
+        offline = LogDirOfflineError(f"Error while {action} in dir {log_dir}: {error}")
+        offline.__cause__ = error
+        return offline
+
+    def fail_dir(self, log_dir: Path | str, error: BaseException, action: str) -> None:
+        """Take `log_dir` offline after `error` (once; later calls do nothing). Thread-safe, and
+        called holding no log's lock: the dir's logs are closed without writing anything."""
+        log_dir = Path(log_dir)
+        with self._state_lock:
+            if self._closed or log_dir not in self._live_dirs:
+                return
+            logger.error("Error while %s in dir %s", action, log_dir, exc_info=error)
+            self._live_dirs.remove(log_dir)
+            offline = sorted(tp for tp, d in self._dir_of.items() if d == log_dir)
+            logs = [self._logs.pop(tp) for tp in offline]
+            for tp in offline:
+                del self._dir_of[tp]
+                self._offline[tp] = log_dir
+            all_failed = not self._live_dirs
+        logger.warning("Stopping serving logs in dir %s", log_dir)
+        if self.cleaner is not None:
+            for tp in offline:
+                self.cleaner.abort_cleaning(tp)
+        for log in logs:
+            log.close_handles()
+        self._release_lock(log_dir)
+        logger.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                       ",".join(f"{t}-{p}" for t, p in offline), log_dir)
+        if all_failed:
+            logger.critical("Shutdown broker because all log dirs in %s have failed",
+                            ", ".join(str(d) for d in self.log_dirs))
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir, all_failed)
+
     def _next_log_dir(self) -> Path:
-        """The log dir holding the fewest partitions (first listed on a tie), as Kafka picks."""
-        counts = dict.fromkeys(self.log_dirs, 0)
+        """The live log dir holding the fewest partitions (first listed on a tie), as Kafka picks."""
+        if not self._live_dirs:
+            raise LogDirOfflineError(f"every log dir has failed: {', '.join(str(d) for d in self.log_dirs)}")
+        counts = dict.fromkeys(self._live_dirs, 0)
         for log_dir in self._dir_of.values():
             counts[log_dir] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(self._live_dirs, key=lambda d: counts[d])
 
     def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        """The partition's log, created in the emptiest log dir if it does not exist yet."""
+        """The partition's log, created in the emptiest live log dir if it does not exist yet.
+        LogDirOfflineError for a partition that is offline, or whose dir fails on creating it
+        (it is offline from then on, as Kafka's getOrCreateLog leaves it)."""
         self._check_open()
         tp = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
-        if tp in self._logs:
-            return self._logs[tp]
-        if not topic or "/" in topic or topic in (".", "..") or partition < 0:
-            raise ValueError(f"invalid topic partition {topic!r}-{partition}")
-        log_dir = self._next_log_dir()
-        log = PartitionLog(log_dir / f"{topic}-{partition}", self.config_for(topic), flusher=self.flusher)
-        fsync_dir(log_dir)
-        self._register(tp, log_dir, log)
-        return log
+        with self._state_lock:
+            if tp in self._logs:
+                return self._logs[tp]
+            if tp in self._offline:
+                raise LogDirOfflineError(f"partition {topic}-{partition} is offline: log dir {self._offline[tp]} "
+                                         "has failed")
+            if not topic or "/" in topic or topic in (".", "..") or partition < 0:
+                raise ValueError(f"invalid topic partition {topic!r}-{partition}")
+            log_dir = self._next_log_dir()
+            try:
+                log = PartitionLog(log_dir / f"{topic}-{partition}", self.config_for(topic), flusher=self.flusher)
+                fsync_dir(log_dir)
+            except OSError as error:
+                self.fail_dir(log_dir, error, f"creating log for partition {topic}-{partition}")
+                self._offline[tp] = log_dir  # a part of it may be there: a restart finds it in that dir
+                raise LogDirOfflineError(f"cannot create the log of {topic}-{partition} in {log_dir}: {error}") \
+                    from error
+            self._register(tp, log_dir, log)
+            return log
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close the partition's log and remove its directory; False if there was none."""
@@ -250,10 +349,16 @@ class LogManager:
             self.cleaner.forget(tp, log_dir)
         log.close(flush=False)
         doomed = log_dir / _delete_dir_name(topic, partition)
-        os.rename(log.dir, doomed)
-        fsync_dir(log_dir)
+        try:
+            os.rename(log.dir, doomed)
+            fsync_dir(log_dir)
+        except OSError as error:
+            self.fail_dir(log_dir, error, f"deleting log for {topic}-{partition}")
+            with self._state_lock:
+                self._offline[tp] = log_dir  # still on that disk, for a restart to find
+            return True
         shutil.rmtree(doomed, ignore_errors=True)
-        self.checkpoint_dir(log_dir)
+        self._checkpoint_or_fail(log_dir)
         return True
 
     # --- the log cleaner ----------------------------------------------------------------
@@ -273,12 +378,23 @@ class LogManager:
     # --- periodic work ------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the three offset checkpoints in every log dir (Kafka does this every minute)."""
-        for log_dir in self.log_dirs:
+        """Write the three offset checkpoints in every live log dir (Kafka does this every
+        minute); a dir where that fails goes offline."""
+        for log_dir in self.live_log_dirs:
+            self._checkpoint_or_fail(log_dir)
+
+    def _checkpoint_or_fail(self, log_dir: Path) -> None:
+        try:
             self.checkpoint_dir(log_dir)
+        except OSError as error:
+            self.fail_dir(log_dir, error, "writing offset checkpoints")
 
     def checkpoint_dir(self, log_dir: Path) -> None:
-        logs = {tp: log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir}
+        """Nothing is written into a dir that has failed."""
+        with self._state_lock:
+            if log_dir not in self._live_dirs:
+                return
+            logs = {tp: log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir}
         write_offsets_checkpoint(
             log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}
         )
@@ -301,14 +417,28 @@ class LogManager:
         return self.flusher.wait_idle(timeout)
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
-        """Flush logs whose flush.ms has passed; returns how many were flushed."""
+        """Flush logs whose flush.ms has passed; returns how many were flushed. A log whose
+        flush fails takes its dir offline."""
         now = _now_ms() if now_ms is None else now_ms
-        return sum(log.maybe_flush(now) for log in self._logs.values())
+        flushed = 0
+        for (topic, partition), log in list(self._logs.items()):
+            try:
+                flushed += log.maybe_flush(now)
+            except OSError as error:
+                self.io_error(log, error, f"flushing log {topic}-{partition}")
+        return flushed
 
     def apply_retention(self, now_ms: int | None = None) -> int:
-        """Run retention on every log; returns the number of segments deleted."""
+        """Run retention on every log; returns the number of segments deleted. A log whose
+        retention fails takes its dir offline."""
         now = _now_ms() if now_ms is None else now_ms
-        return sum(log.apply_retention(now) for log in self._logs.values())
+        deleted = 0
+        for (topic, partition), log in list(self._logs.items()):
+            try:
+                deleted += log.apply_retention(now)
+            except OSError as error:
+                self.io_error(log, error, f"deleting segments of {topic}-{partition}")
+        return deleted
 
     # --- meta.properties ----------------------------------------------------------------
 
@@ -342,18 +472,39 @@ class LogManager:
 
     def close(self, broker_epoch: int = -1) -> None:
         """Clean shutdown: flush and close every log, checkpoint, then mark each dir clean.
-        Background flushes left are no-ops on closed logs; their thread is stopped last."""
+        Background flushes left are no-ops on closed logs; their thread is stopped last.
+        A failed dir gets nothing: its next start recovers it."""
         if self._closed:
             return
         self.stop_cleaner()
-        for log in self._logs.values():
-            log.close()
-        for log_dir in self.log_dirs:
-            self.checkpoint_dir(log_dir)
-            write_clean_shutdown_file(log_dir, broker_epoch)
+        for (topic, partition), log in list(self._logs.items()):
+            try:
+                log.close()
+            except OSError as error:
+                self.io_error(log, error, f"closing log {topic}-{partition}")
+        for log_dir in self.live_log_dirs:
+            try:
+                self.checkpoint_dir(log_dir)
+                write_clean_shutdown_file(log_dir, broker_epoch)
+            except OSError as error:
+                self.fail_dir(log_dir, error, "writing the clean shutdown marker")
         self.flusher.shutdown()
         self._release_locks()
         self._closed = True
+
+    def halt(self) -> None:
+        """Stop at once, as Kafka's Exit.halt: close every file without flushing, checkpointing
+        or marking any dir clean, so the next start recovers them all."""
+        if self._closed:
+            return
+        self.stop_cleaner()
+        self.flusher.shutdown()
+        with self._state_lock:
+            self._closed = True
+            logs = list(self._logs.values())
+        for log in logs:
+            log.close_handles()
+        self._release_locks()
 
     def __enter__(self) -> LogManager:
         return self

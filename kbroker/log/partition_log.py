@@ -421,7 +421,8 @@ class PartitionLog:
         """Kafka's scheduleOnce("flush-log"); a log without a flusher (or whose flusher has shut
         down) flushes right away."""
         task = functools.partial(self.flush_segments_below, offset, snapshot=snapshot, now_ms=now_ms)
-        if self._flusher is None or not self._flusher.schedule(task):
+        action = f"flushing log {self.dir.name} up to offset {offset}"
+        if self._flusher is None or not self._flusher.schedule(task, log_dir=self.dir.parent, action=action):
             task()
 
     def flush_segments_below(self, offset: int, *, snapshot: Path | None = None, now_ms: int | None = None) -> bool:
@@ -431,7 +432,8 @@ class PartitionLog:
         snapshot and of the directory (if files came or went) are taken under `lock`; they are
         fsynced without it, so produce and fetch go on meanwhile; then, under the lock again,
         the recovery point moves forward to `offset`, unless the log was closed, truncated, or
-        a segment still in it could not be synced. Returns whether it moved.
+        a segment still in it could not be synced. Returns whether it moved; raises the OSError
+        of a failed sync of anything still in the open log (its log dir is then in trouble).
         """
         now = _now_ms() if now_ms is None else now_ms
         with self.lock:
@@ -471,10 +473,12 @@ class PartitionLog:
         if self._closed or truncations != self._truncations:
             return False  # closed: its own flush decided; truncated: what was synced may be gone
         live = {id(s) for s in self._segments}
-        lost = [(owner, exc) for owner, exc in sync.failures if owner is self.dir or id(owner) in live]
-        for owner, exc in sync.failures:
-            if isinstance(owner, Path) and owner is not self.dir:
-                log.warning("could not fsync producer snapshot %s: %s", owner, exc)
+        # a snapshot counts too: an fsync that fails on a file still there is the disk's failure
+        lost = [(owner, exc) for owner, exc in sync.failures
+                if owner is self.dir or id(owner) in live or isinstance(owner, Path)]
+        for _, exc in lost:
+            if isinstance(exc, OSError):
+                raise exc  # the recovery point stays; the caller takes the log dir offline
         if lost:
             log.error("background flush of %s below offset %d failed, recovery point kept at %d: %s",
                       self.dir.name, offset, self._recovery_point, "; ".join(f"{o}: {e}" for o, e in lost))
@@ -926,6 +930,18 @@ class PartitionLog:
             segment.close()
         self.purge_deleted(force=True)
         self._closed = True
+
+    def close_handles(self) -> None:
+        """Kafka's closeHandlers, for a log whose dir failed: let go of every file and index
+        without writing anything (no flush, no index trim, no snapshot, no file deletion), so
+        the next start recovers the directory as after a crash. Any later call sees it closed."""
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in [*self._segments, *(s for _, s in self._pending_deletes)]:
+                segment.abandon()
+            self._pending_deletes = []
 
     @_locked
     def delete(self) -> None:

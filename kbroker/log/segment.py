@@ -530,6 +530,14 @@ class LogSegment:
         self.time_index.close()
         self._close_file()
 
+    def abandon(self) -> None:
+        """Close the file and index maps without the trim and writes of `close` (its log dir
+        failed: nothing more may be written there)."""
+        self.offset_index.abandon()
+        self.time_index.abandon()
+        with contextlib.suppress(OSError):
+            self._close_file()
+
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the three files from `<name><old>` to `<name><new>`; open files and slices keep working."""
         new_log = _replace_suffix(self.log_path, old, new)

@@ -191,15 +191,16 @@ def file_size_limit():
     signal.signal(signal.SIGXFSZ, previous_handler)
 
 
-def test_a_write_the_disk_refuses_is_kafka_storage_error_and_leaves_the_log_as_it_was(client, kafka_broker,
-                                                                                      file_size_limit):
+def test_a_write_the_disk_refuses_is_kafka_storage_error_and_leaves_no_partial_batch(client, kafka_broker,
+                                                                                     file_size_limit):
+    """The dir then goes offline (tests/broker/test_log_dir_offline.py); what it holds stays whole."""
     kafka_broker.broker.create_topic("refused", 1)
+    segment = kafka_broker.broker.logs.log_dir_of("refused", 0) / "refused-0" / f"{0:020d}.log"
     client.sock.sendall(_produce_frame(client, "refused", b"before"))
     assert _base_offset(client.read_frame()) == (ErrorCode.NONE, 0)
+    size_before = segment.stat().st_size
     file_size_limit(500_000)
     client.sock.sendall(_produce_frame(client, "refused", b"x" * 900_000))
     error, _ = _base_offset(client.read_frame())
     file_size_limit(resource.RLIM_INFINITY)
-    client.sock.sendall(_produce_frame(client, "refused", b"after"))
-    assert (error, _base_offset(client.read_frame())) == (ErrorCode.KAFKA_STORAGE_ERROR, (ErrorCode.NONE, 1))
-    assert _stored_values(kafka_broker.broker.partition_log("refused", 0)) == [b"before", b"after"]
+    assert (error, segment.stat().st_size) == (ErrorCode.KAFKA_STORAGE_ERROR, size_before)
