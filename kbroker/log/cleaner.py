@@ -772,8 +772,8 @@ class LogCleaner:
         """Set (None: remove) a partition's entry and rewrite its log dir's file; entries of
         partitions that no longer exist are dropped on the way, as Kafka does."""
         log_dir = log_dir or self._log_dir(tp)
-        if log_dir is None:
-            return
+        if log_dir is None or log_dir not in self.manager.live_log_dirs:
+            return  # nothing more is written into a failed dir
         with self._lock:
             existing = {p: o for p, o in self._checkpoints.get(log_dir, {}).items() if p in self.manager}
             if offset is None:
@@ -783,8 +783,10 @@ class LogCleaner:
             self._checkpoints[log_dir] = existing
             try:
                 write_offsets_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, existing)
-            except OSError:
-                log.exception("could not write %s in %s", CLEANER_OFFSET_CHECKPOINT, log_dir)
+                return
+            except OSError as error:
+                disk_error = error
+        self.manager.fail_dir(log_dir, disk_error, f"writing {CLEANER_OFFSET_CHECKPOINT}")
 
     def await_cleaned(self, tp: TopicPartition, offset: int, timeout: float) -> bool:
         """Wait until `tp` is clean up to `offset` (Kafka's awaitCleaned, for tests)."""
@@ -845,11 +847,16 @@ class LogCleaner:
             self._in_progress = tp
         started = time.monotonic()
         truncations = plog.truncation_count
+        disk_error: OSError | None = None
         try:
             end = self._cleaner.clean(to_clean, now_ms)
         except CleaningAbortedError as aborted:
             log.info("cleaning of %s-%d stopped: %s", *tp, aborted)
             end = None
+        except OSError as error:
+            end = None
+            if not plog.closed and plog.truncation_count == truncations:
+                disk_error = error
         except Exception:
             if plog.closed or plog.truncation_count != truncations:
                 end = None  # deleted, shut down or truncated under us: not the log's fault
@@ -861,6 +868,8 @@ class LogCleaner:
             with self._lock:
                 self._in_progress = None
                 self._lock.notify_all()
+        if disk_error is not None:  # as Kafka's cleaner: the log dir goes offline, not just this log
+            self.manager.fail_dir(log_dir, disk_error, f"cleaning {tp[0]}-{tp[1]}")
         if end is None:
             return
         if self.manager.get(*tp) is plog:

@@ -20,6 +20,7 @@ import pytest
 
 from kbroker.log import LogConfig, LogManager
 from kbroker.log.checkpoints import CLEAN_SHUTDOWN_FILE, LOCK_FILE, RECOVERY_POINT_CHECKPOINT
+from kbroker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig
 from kbroker.log.errors import LogDirOfflineError
 from wire.records import Record, build_batch
 
@@ -205,3 +206,43 @@ def test_a_failed_fsync_in_the_background_flush_takes_its_dir_offline(manager, d
     assert manager.wait_for_flushes(WAIT_S)
     assert manager.offline_log_dirs == [dirs[1]] and manager.is_offline("t", 1)
     assert log.closed and log.recovery_point == 0
+
+
+def _compacted_manager(dirs: tuple[Path, Path]) -> tuple[LogManager, object]:
+    """A manager whose topic `c` is compacted, with partition 0 in dir b, dirty and ready to clean."""
+    compacted = LogConfig(segment_bytes=10_000, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+    manager = LogManager(list(dirs), SMALL_SEGMENTS, topic_configs={"c": compacted})
+    manager.create("t", 0)  # dir a
+    log = manager.create("c", 0)
+    assert log.dir.parent == dirs[1]
+    for i in range(20):
+        log.append(build_batch([Record(0, 1_000, b"key-%d" % (i % 3), b"v%d" % i, [])]), 1_000)
+    log.update_high_watermark(log.log_end_offset)
+    log.roll(1_000)
+    return manager, log
+
+
+def test_a_cleaning_that_meets_a_disk_error_takes_its_dir_offline(dirs):
+    """A directory where the cleaner must write the cleaned segment: removing or opening it fails."""
+    manager, log = _compacted_manager(dirs)
+    try:
+        cleaner = manager.start_cleaner(CleanerConfig(threads=0))  # no thread: the pass runs here
+        (log.dir / f"{0:020d}.log.cleaned" / "in-the-way").mkdir(parents=True)
+        cleaner.run_once(2_000)
+        assert manager.offline_log_dirs == [dirs[1]] and manager.is_offline("c", 0)
+        assert not manager.is_offline("t", 0)
+    finally:
+        manager.close()
+
+
+def test_a_cleaner_checkpoint_that_cannot_be_written_takes_its_dir_offline(dirs):
+    manager, _ = _compacted_manager(dirs)
+    try:
+        cleaner = manager.start_cleaner(CleanerConfig(threads=0))
+        in_the_way = dirs[1] / CLEANER_OFFSET_CHECKPOINT
+        in_the_way.unlink(missing_ok=True)
+        (in_the_way / "in-the-way").mkdir(parents=True)  # os.replace onto a non-empty directory fails
+        cleaner.run_once(2_000)
+        assert manager.offline_log_dirs == [dirs[1]]
+    finally:
+        manager.close()
