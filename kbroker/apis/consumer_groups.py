@@ -60,6 +60,8 @@ async def consumer_group_describe(broker: Broker, header, request):
             entry = _error(group_id, ErrorCode.UNSUPPORTED_VERSION, DISABLED)
         elif not group_id:
             entry = _error(group_id, ErrorCode.INVALID_GROUP_ID, None)
+        elif coordinator.offsets.partition_offline(group_id):  # its log dir failed: not ours any more
+            entry = _error(group_id, ErrorCode.NOT_COORDINATOR, None)
         else:
             group = coordinator.consumer_groups.group(group_id)
             if group is not None:

@@ -78,6 +78,8 @@ async def leave_group(broker: Broker, header, request):
     Response = messages.LeaveGroupResponse
     version = header.request_api_version
     groups = broker.coordinator.groups
+    if _not_coordinator(broker, request.group_id):
+        return Response(error_code=ErrorCode.NOT_COORDINATOR, **({"members": []} if version >= 3 else {}))
     if version < 3:
         return Response(error_code=groups.leave(request.group_id, request.member_id))
     members = [Response.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id,
@@ -94,6 +96,10 @@ async def describe_groups(broker: Broker, header, request):
     Member_ = Response.DescribedGroupMember
     described = []
     for group_id in request.groups:
+        if _not_coordinator(broker, group_id):
+            described.append(Group_(error_code=ErrorCode.NOT_COORDINATOR, group_id=group_id, group_state="",
+                                    protocol_type="", protocol_data="", members=[]))
+            continue
         group = broker.coordinator.groups.group(group_id)
         kip848 = broker.coordinator.consumer_groups.group(group_id) is not None  # not a classic group: Dead
         if group is None:

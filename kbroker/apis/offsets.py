@@ -243,6 +243,8 @@ async def offset_delete(broker: Broker, header, request):
     """Drop committed offsets of partitions the group no longer consumes (KIP-496)."""
     Response = messages.OffsetDeleteResponse
     coordinator = broker.coordinator
+    if coordinator.offsets.partition_offline(request.group_id):  # its log dir failed: not ours any more
+        return Response(error_code=ErrorCode.NOT_COORDINATOR, throttle_time_ms=0, topics=[])
     group = coordinator.groups.group(request.group_id)
     consumer_group = coordinator.consumer_groups.group(request.group_id)
     offsets = coordinator.offsets.group_offsets(request.group_id)
@@ -286,6 +288,8 @@ async def delete_groups(broker: Broker, header, request):
         offsets = coordinator.offsets.group_offsets(group_id)
         if not group_id:
             code = ErrorCode.INVALID_GROUP_ID
+        elif coordinator.offsets.partition_offline(group_id):
+            code = ErrorCode.NOT_COORDINATOR
         elif group is None and consumer_group is None and not offsets:
             code = ErrorCode.GROUP_ID_NOT_FOUND
         elif (consumer_group is not None and consumer_group.members) or \

@@ -29,6 +29,7 @@ from raw_client import RawClient
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 3, 23
 FIND_COORDINATOR, DELETE_RECORDS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 10, 21, 35, 61
+LEAVE_GROUP, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 13, 15, 42, 47, 69
 SEGMENT_BYTES = "1024"
 TOPIC = "t"
 MAX_BATCHES = 40
@@ -199,6 +200,46 @@ def test_find_coordinator_for_a_group_on_an_offline_offsets_partition_is_coordin
     F = messages.FindCoordinatorRequest
     answer = client.call(FIND_COORDINATOR, 4, F(key_type=0, coordinator_keys=[in_b, in_a]))
     assert [c.error_code for c in answer.coordinators] == [ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NONE]
+
+
+def _group_on_failed_offsets_partition(broker: BrokerThread, client: RawClient, b: Path) -> str:
+    """A group whose __consumer_offsets partition (1, in dir b) is offline once b has failed."""
+    broker.broker.create_topic("__consumer_offsets", 2, {"cleanup.policy": "compact"})
+    offsets = broker.broker.coordinator.offsets
+    group = next(g for g in (f"group-{i}" for i in range(100)) if offsets.partition_for(g) == 1)
+    _fail_dir_b(client, b)
+    return group
+
+
+def _leave(client: RawClient, group: str) -> int:
+    L = messages.LeaveGroupRequest
+    return client.call(LEAVE_GROUP, 4, L(group_id=group, members=[L.MemberIdentity(member_id="m")])).error_code
+
+
+def _describe(client: RawClient, group: str) -> int:
+    return client.call(DESCRIBE_GROUPS, 5, messages.DescribeGroupsRequest(groups=[group])).groups[0].error_code
+
+
+def _delete(client: RawClient, group: str) -> int:
+    return client.call(DELETE_GROUPS, 2, messages.DeleteGroupsRequest(groups_names=[group])).results[0].error_code
+
+
+def _delete_offsets(client: RawClient, group: str) -> int:
+    D = messages.OffsetDeleteRequest
+    topic = D.OffsetDeleteRequestTopic(name=TOPIC, partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])
+    return client.call(OFFSET_DELETE, 0, D(group_id=group, topics=[topic])).error_code
+
+
+def _describe_consumer_group(client: RawClient, group: str) -> int:
+    request = messages.ConsumerGroupDescribeRequest(group_ids=[group])
+    return client.call(CONSUMER_GROUP_DESCRIBE, 0, request).groups[0].error_code
+
+
+@pytest.mark.parametrize("call", [_leave, _describe, _delete, _delete_offsets, _describe_consumer_group],
+                         ids=["LeaveGroup", "DescribeGroups", "DeleteGroups", "OffsetDelete", "ConsumerGroupDescribe"])
+def test_group_requests_for_a_group_on_an_offline_offsets_partition_are_not_coordinator(two_dirs, client, call):
+    broker, _, b = two_dirs
+    assert call(client, _group_on_failed_offsets_partition(broker, client, b)) == ErrorCode.NOT_COORDINATOR
 
 
 def test_the_broker_stops_serving_without_a_clean_shutdown_when_its_only_dir_fails(tmp_path):
