@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from kbroker.broker import LEADER_EPOCH
 from kbroker.coordinator.consumer_groups import (
     AssignmentEpochRecord,
     ConsumerGroup,
@@ -33,7 +32,7 @@ from kbroker.coordinator.consumer_groups import (
     is_tombstone,
     replay,
 )
-from kbroker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore
+from kbroker.coordinator.offsets import OffsetStore
 from wire import messages
 from wire.records import Record, build_batch
 
@@ -184,13 +183,4 @@ class ConsumerGroupOffsetStore(OffsetStore):
         as Kafka appends them; acknowledged at once, this single replica being the whole ISR."""
         now_ms = time.time_ns() // 1_000_000
         batch = build_batch(Record(i, now_ms, *encode_record(record), ()) for i, record in enumerate(records))
-        self._ensure_topic()
-        partition = self.partition_for(group_id)
-        plog = self.writable_log(partition)
-        try:
-            plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
-        except OSError as error:
-            raise self.broker.logs.io_error(plog, error, f"appending records to {OFFSETS_TOPIC}-{partition}") \
-                from error
-        plog.update_high_watermark(plog.log_end_offset)
-        self.broker.notify_appended(OFFSETS_TOPIC, partition)
+        self._append_to(self.partition_for(group_id), batch, now_ms)
