@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbroker.config import BrokerConfig
-from kbroker.log.checkpoints import fsync_dir
+from kbroker.log.checkpoints import (
+    CheckpointError,
+    fsync_dir,
+    read_partition_metadata,
+    uuid_text,
+    write_partition_metadata,
+)
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.manager import LogManager
@@ -246,13 +252,42 @@ class Broker:
         config = self.log_config_for(topic)
         for partition in range(topic.partitions):
             plog = self.logs.get(topic.name, partition)
+            if plog is not None and not self._is_log_of(plog, topic):
+                self.logs.delete(topic.name, partition)
+                plog = None
             if plog is None:
                 try:
                     plog = self.logs.create(topic.name, partition, config)
                 except LogDirOfflineError:
                     continue  # offline, as in Kafka when the log cannot be created in its dir
+                if not self._is_log_of(plog, topic):
+                    continue  # its dir failed writing partition.metadata: offline
             # this node becomes the leader: as Kafka's makeLeader, its epoch starts at the log end
             plog.maybe_assign_epoch_start_offset(LEADER_EPOCH, plog.log_end_offset)
+
+    def _is_log_of(self, plog: PartitionLog, topic: Topic) -> bool:
+        """Kafka's partition.metadata check: the topic id recorded in the partition's directory
+        (written here when missing) must be the topic's. Another id means a stray log of a
+        deleted topic of the same name (deleted while its log dir was offline), which Kafka
+        deletes. A write that fails takes the dir offline (False too)."""
+        expected = uuid_text(topic.topic_id)
+        try:
+            recorded = read_partition_metadata(plog.dir)
+        except CheckpointError as error:
+            logger.warning("rewriting %s: %s", plog.dir, error)  # unreadable: written anew, as when missing
+            recorded = None
+        if recorded == expected:
+            return True
+        if recorded is not None:
+            logger.warning("Deleting stray log %s: its partition.metadata names topic id %s, the topic is %s",
+                           plog.dir, recorded, expected)
+            return False
+        try:
+            write_partition_metadata(plog.dir, expected)
+        except OSError as error:
+            self.logs.io_error(plog, error, f"writing partition.metadata of {plog.dir.name}")
+            return False
+        return True
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         from kbroker.topic_configs import validate_topic_configs

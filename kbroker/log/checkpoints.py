@@ -56,6 +56,7 @@ __all__ = [
     "read_offsets_checkpoint",
     "read_partition_metadata",
     "remove_clean_shutdown_file",
+    "uuid_text",
     "write_clean_shutdown_file",
     "write_leader_epoch_checkpoint",
     "write_meta_properties",
@@ -315,10 +316,15 @@ def parse_properties(text: str) -> dict[str, str]:
 # --- meta.properties ----------------------------------------------------------------------
 
 
+def uuid_text(value: uuid.UUID) -> str:
+    """Kafka's Uuid text form (Uuid.toString): 22 chars of unpadded url-safe base64."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
 def new_cluster_id() -> str:
-    """A random id in Kafka's Uuid text form: 22 chars of unpadded url-safe base64, no leading '-'."""
+    """A random id in Kafka's Uuid text form, with no leading '-'."""
     while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        text = uuid_text(uuid.uuid4())
         if not text.startswith("-"):
             return text
 
