@@ -375,16 +375,7 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------
 
     def apply_retention(self) -> None:
-        now = now_ms()
-        for topic in list(self.topics.values()):
-            for partition in range(topic.partitions):
-                plog = self.logs.get(topic.name, partition)
-                if plog is None:
-                    continue
-                try:
-                    plog.apply_retention(now)
-                except OSError as error:
-                    self.logs.io_error(plog, error, f"deleting segments of {topic.name}-{partition}")
+        self.logs.apply_retention(now_ms())
 
     def checkpoint(self) -> None:
         """Kafka's periodic work: flush logs whose flush.ms is due, write offset checkpoints."""

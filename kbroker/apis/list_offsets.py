@@ -27,35 +27,31 @@ def _lookup(log, timestamp: int) -> tuple[int, int]:
     return found_timestamp, offset
 
 
+def _refused(index: int, error: int):
+    return Response.ListOffsetsPartitionResponse(partition_index=index, error_code=error, timestamp=-1, offset=-1,
+                                                 leader_epoch=-1)
+
+
+def _partition(broker: Broker, topic: str, wanted, version: int):
+    index = wanted.partition_index
+    log = broker.partition_log(topic, index)
+    if log is None:
+        return _refused(index, broker.partition_error(topic, index))
+    epoch_error = leader_epoch_error(wanted.current_leader_epoch) if version >= 4 else ErrorCode.NONE
+    if epoch_error:
+        return _refused(index, epoch_error)
+    try:
+        timestamp, offset = _lookup(log, wanted.timestamp)
+    except OSError as error:  # the indexes and segments are read from disk
+        return _refused(index, broker.logs.io_error(log, error, f"looking up offsets of {topic}-{index}").error_code)
+    return Response.ListOffsetsPartitionResponse(
+        partition_index=index, error_code=0, timestamp=timestamp, offset=offset,
+        leader_epoch=LEADER_EPOCH if version >= 4 else -1)  # the field exists from v4
+
+
 @handles(2)
 async def list_offsets(broker: Broker, header, request):
     version = header.request_api_version
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            log = broker.partition_log(topic.name, p.partition_index)
-            if log is None:
-                partitions.append(Response.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=broker.partition_error(topic.name, p.partition_index),
-                    timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            epoch_error = leader_epoch_error(p.current_leader_epoch) if version >= 4 else ErrorCode.NONE
-            if epoch_error:
-                partitions.append(Response.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=epoch_error, timestamp=-1, offset=-1,
-                    leader_epoch=-1))
-                continue
-            try:
-                timestamp, offset = _lookup(log, p.timestamp)
-            except OSError as error:  # the indexes and segments are read from disk
-                offline = broker.logs.io_error(log, error, f"looking up offsets of {topic.name}-{p.partition_index}")
-                partitions.append(Response.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=offline.error_code, timestamp=-1, offset=-1,
-                    leader_epoch=-1))
-                continue
-            partitions.append(Response.ListOffsetsPartitionResponse(
-                partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
-                leader_epoch=LEADER_EPOCH if version >= 4 else -1))  # the field exists from v4
-        topics.append(Response.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    topics = [Response.ListOffsetsTopicResponse(name=topic.name, partitions=[
+        _partition(broker, topic.name, wanted, version) for wanted in topic.partitions]) for topic in request.topics]
     return Response(throttle_time_ms=0, topics=topics)

@@ -420,25 +420,23 @@ class LogManager:
         """Flush logs whose flush.ms has passed; returns how many were flushed. A log whose
         flush fails takes its dir offline."""
         now = _now_ms() if now_ms is None else now_ms
-        flushed = 0
-        for (topic, partition), log in list(self._logs.items()):
-            try:
-                flushed += log.maybe_flush(now)
-            except OSError as error:
-                self.io_error(log, error, f"flushing log {topic}-{partition}")
-        return flushed
+        return self._on_every_log(lambda log: log.maybe_flush(now), "flushing log")
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Run retention on every log; returns the number of segments deleted. A log whose
         retention fails takes its dir offline."""
         now = _now_ms() if now_ms is None else now_ms
-        deleted = 0
+        return self._on_every_log(lambda log: log.apply_retention(now), "deleting segments of")
+
+    def _on_every_log(self, work: Callable[[PartitionLog], int], action: str) -> int:
+        """The sum of `work` over every log; a log where it meets a disk error takes its dir offline."""
+        done = 0
         for (topic, partition), log in list(self._logs.items()):
             try:
-                deleted += log.apply_retention(now)
+                done += work(log)
             except OSError as error:
-                self.io_error(log, error, f"deleting segments of {topic}-{partition}")
-        return deleted
+                self.io_error(log, error, f"{action} {topic}-{partition}")
+        return done
 
     # --- meta.properties ----------------------------------------------------------------
 
