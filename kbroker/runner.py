@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from kbroker.broker import Broker
@@ -56,12 +57,13 @@ class RunningBroker:
         listener = self.broker.advertised_listener
         return f"{listener.host}:{listener.port}"
 
-    async def start(self) -> None:
-        """Open the logs, then listen. As Kafka after a fatal start-up error, a failure part way
-        shuts down what was opened (listeners stopped, logs closed with the clean-shutdown
-        marker, so the next start skips recovery) before it is raised."""
+    async def start(self, before_listening: Callable[[], object] | None = None) -> None:
+        """Open the logs, then listen (`before_listening` runs just before the first listener
+        opens). As Kafka after a fatal start-up error, a failure part way shuts down what was
+        opened (listeners stopped, logs closed with the clean-shutdown marker, so the next
+        start skips recovery) before it is raised."""
         try:
-            await self._open_and_listen()
+            await self._open_and_listen(before_listening)
         except BaseException as error:
             try:
                 await self.stop()
@@ -71,13 +73,15 @@ class RunningBroker:
                 raise StartupError(f"{type(error).__name__}: {error}") from error
             raise
 
-    async def _open_and_listen(self) -> None:
+    async def _open_and_listen(self, before_listening: Callable[[], object] | None) -> None:
         self._loop = asyncio.get_running_loop()
         self.broker = Broker(self.config)
         self.broker.on_log_dir_failure = self._on_log_dir_failure
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
         # group commit: the connections flush staged offset commits before they send any answer
         self.broker.coordinator.offsets.deferring = True
+        if before_listening is not None:
+            before_listening()
         for listener in self.config.listeners:
             server = Server(self.broker, listener.host or "0.0.0.0", listener.port)
             await server.start()
@@ -179,12 +183,17 @@ class RunningBroker:
 async def serve_forever(config: BrokerConfig) -> None:
     """Serve until a shutdown signal (a clean shutdown), or until the log dirs fail (BrokerHalted)."""
     running = RunningBroker(config)
-    await running.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in SHUTDOWN_SIGNALS:
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, _on_shutdown_signal, signum, stop)
+
+    def handle_shutdown_signals() -> None:
+        """From the moment clients can connect: a signal then stops the broker cleanly, even
+        one that arrives before the start has finished (it takes effect right after)."""
+        for signum in SHUTDOWN_SIGNALS:
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signum, _on_shutdown_signal, signum, stop)
+
+    await running.start(before_listening=handle_shutdown_signals)
     halted = loop.create_task(running.wait_halted())
     stopped = loop.create_task(stop.wait())
     try:

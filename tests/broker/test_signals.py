@@ -76,3 +76,27 @@ def _wait_for_listener(port: int, process: subprocess.Popen, timeout: float = 20
         except OSError:
             time.sleep(0.05)
     raise AssertionError(f"kbroker did not listen on port {port} within {timeout} s")
+
+
+def test_sigterm_the_moment_the_port_accepts_is_a_clean_shutdown(tmp_path: Path):
+    """Signals are handled from the moment clients can connect, not from the end of the start."""
+    for attempt in range(3):
+        port = free_port()
+        data = tmp_path / f"data-{attempt}"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve",
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data}"])
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                assert process.poll() is None, f"kbroker exited with {process.returncode} before listening"
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(20) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert (data / CLEAN_SHUTDOWN_FILE).exists()
