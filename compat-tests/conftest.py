@@ -3,6 +3,9 @@
     pytest compat-tests                                  # starts kbroker in a subprocess
     pytest compat-tests --bootstrap host:port            # any running Kafka-compatible broker
     KBROKER_COMPAT_BOOTSTRAP=host:port pytest compat-tests
+    pytest compat-tests --target kafka                   # Apache Kafka 4.x (KRaft), a JVM from Maven's jars
+    pytest compat-tests --target kafka --kafka-version 3.9
+    pytest compat-tests --target kafka-zk                # Apache Kafka 3.9 in ZooKeeper mode, with ZooKeeper
     pytest compat-tests --target kafka-container         # Apache Kafka (KRaft) in Docker, via testcontainers
     pytest compat-tests --matrix=compat-report.md        # also write the client-by-scenario matrix
 
@@ -11,6 +14,7 @@ The matrix itself (markers, outcomes, Markdown) lives in matrix.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -21,9 +25,11 @@ import pytest
 import kbroker
 from kbroker.testing import BrokerProcess
 
+import kafka_process
 import matrix
+import maven_jars
 
-TARGETS = ("kbroker", "kafka-container")
+TARGETS = ("kbroker", "kafka", "kafka-zk", "kafka-container")
 # Confluent Platform 7.9 is Apache Kafka 3.9; testcontainers' KafkaContainer drives the cp-kafka
 # image's start scripts, so the image must be a confluentinc/cp-kafka one (7.0 or later for KRaft).
 DEFAULT_KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"
@@ -35,7 +41,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="host:port of a running broker to test instead of a fresh kbroker")
     parser.addoption("--target", choices=TARGETS, default="kbroker",
                      help="broker to start for the session when --bootstrap is not given: a kbroker "
-                          "subprocess (default) or Apache Kafka in Docker (kafka-container)")
+                          "subprocess (default), Apache Kafka as a JVM subprocess (kafka: KRaft; kafka-zk: "
+                          "3.9 with a ZooKeeper), or Apache Kafka in Docker (kafka-container)")
+    parser.addoption("--kafka-version", choices=sorted(kafka_process.VERSIONS), default="4",
+                     help="Kafka line for --target kafka: 4 (the newest 4.x in compat-tests/java/pom.xml, "
+                          "default) or 3.9; kafka-zk is always 3.9")
     parser.addoption("--kafka-image", default=DEFAULT_KAFKA_IMAGE,
                      help=f"image for --target kafka-container (default {DEFAULT_KAFKA_IMAGE})")
     matrix.add_options(parser)
@@ -43,7 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--bootstrap") and config.getoption("--target") != "kbroker":
-        raise pytest.UsageError("--bootstrap and --target kafka-container both name the broker: give one")
+        raise pytest.UsageError("--bootstrap and --target both name the broker: give one")
     report = matrix.MatrixReport(config, Path(__file__).parent, _describe_broker(config), matrix.report_path(config))
     config.pluginmanager.register(report, "compat-matrix")
 
@@ -54,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not (config.getoption("--bootstrap") or config.getoption("--target") != "kbroker"):
         return
     compat_dir = Path(__file__).parent.resolve()
-    option = "--bootstrap" if config.getoption("--bootstrap") else "--target kafka-container"
+    option = "--bootstrap" if config.getoption("--bootstrap") else f"--target {config.getoption('--target')}"
     skip = pytest.mark.skip(reason=f"uses a kbroker of its own, not the broker that {option} names")
     for item in items:
         if item.path.resolve().is_relative_to(compat_dir) and "bootstrap" not in getattr(item, "fixturenames", ()):
@@ -66,7 +76,12 @@ def _describe_broker(config: pytest.Config) -> str:
     given = config.getoption("--bootstrap")
     if given:
         return f"`{given}` given with --bootstrap (test suite of kbroker {kbroker.__version__})"
-    if config.getoption("--target") == "kafka-container":
+    target = config.getoption("--target")
+    if target in ("kafka", "kafka-zk"):
+        version = _kafka_version(config)
+        mode = "ZooKeeper mode, with a ZooKeeper" if target == "kafka-zk" else "KRaft combined mode"
+        return f"Apache Kafka {maven_jars.version_of(kafka_process.VERSIONS[version], 'kafka_2.13')} ({mode}, one node)"
+    if target == "kafka-container":
         return f"kafka-container `{config.getoption('--kafka-image')}` (Apache Kafka, KRaft, via testcontainers)"
     return f"fresh kbroker subprocess (kbroker {kbroker.__version__})"
 
@@ -79,12 +94,32 @@ def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield given
     elif request.config.getoption("--target") == "kafka-container":
         yield from _kafka_container(request.config.getoption("--kafka-image"))
+    elif request.config.getoption("--target") in ("kafka", "kafka-zk"):
+        yield from _kafka_jvm(request.config, tmp_path_factory.mktemp("kafka"))
     else:
         broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-data")).start()
         try:
             yield broker.bootstrap
         finally:
             broker.stop()
+
+
+def _kafka_version(config: pytest.Config) -> str:
+    return "3.9" if config.getoption("--target") == "kafka-zk" else config.getoption("--kafka-version")
+
+
+def _kafka_jvm(config: pytest.Config, workdir: Path) -> Iterator[str]:
+    """One Apache Kafka per test process (each xdist worker), reused by every test in it."""
+    with contextlib.ExitStack() as stack:
+        zookeeper = None
+        if config.getoption("--target") == "kafka-zk":
+            zookeeper = stack.enter_context(kafka_process.ZooKeeperProcess(workdir).started()).connect
+        kafka = kafka_process.KafkaProcess(workdir, _kafka_version(config), zookeeper)
+        try:
+            stack.enter_context(kafka.started())
+        except kafka_process.KafkaUnavailable as error:
+            pytest.fail(f"cannot start Apache Kafka: {error}", pytrace=False)
+        yield kafka.bootstrap
 
 
 def _kafka_container(image: str) -> Iterator[str]:
