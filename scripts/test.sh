@@ -1,29 +1,32 @@
 #!/usr/bin/env bash
-# Installs everything the tests need (pip, apt, npm) on a fresh Debian machine as root,
+# Installs everything the tests need (apt, pip, npm, Maven) on a fresh Debian machine as root,
 # then runs every test. `.ci/run` calls this script; the README's second command is this script.
+#
+# The tests run in a virtual environment made afresh by this script on every run (.venv-test/),
+# from the project's own dependency lists only, so a package installed by hand on the machine
+# cannot hide one the project forgot. pip's and Maven's download caches make the rebuild cheap.
+#
+#   bash scripts/test.sh                       # everything: unit tests, compat-tests on kbroker, then on Kafka
+#   bash scripts/test.sh tests/log -x          # arguments go to the first pytest run only (the Kafka run is skipped)
+#   KBROKER_TEST_VENV=/path bash scripts/test.sh   # another venv location (it is cleared!)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(kcat)   # zookeeper arrives with the cluster tests
-if ! command -v javac >/dev/null 2>&1; then
-    APT_PACKAGES+=(openjdk-17-jdk-headless)   # compiles and runs compat-tests/java/KafkaHarness.java
-fi
-if ! command -v node >/dev/null 2>&1; then
-    APT_PACKAGES+=(nodejs npm)   # runs compat-tests/node/kafkajs_driver.js
-fi
-if ! python3 -m pip --version >/dev/null 2>&1; then
-    APT_PACKAGES+=(python3-pip)   # Debian's python3 comes without pip
-fi
-if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}"
-    fi
+APT_PACKAGES=(kcat)   # zookeeper for the cluster tests comes from Maven (the jar Kafka 3.9 depends on)
+command -v javac >/dev/null 2>&1 || APT_PACKAGES+=(openjdk-17-jdk-headless)   # Java harnesses, Kafka, Spark
+command -v mvn >/dev/null 2>&1 || APT_PACKAGES+=(maven)                       # compat-tests/java/pom.xml
+command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)                 # compat-tests/node/kafkajs_driver.js
+python3 -m pip --version >/dev/null 2>&1 || APT_PACKAGES+=(python3-pip)       # Debian's python3 has no pip
+python3 -c "import ensurepip, venv" >/dev/null 2>&1 || APT_PACKAGES+=(python3-venv)
+if [ "${#APT_PACKAGES[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${APT_PACKAGES[@]}"
 fi
 
-# Debian marks its python3 externally managed (PEP 668); this script installs as root on purpose.
-export PIP_BREAK_SYSTEM_PACKAGES=1
-python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test,fast]'
+VENV="${KBROKER_TEST_VENV:-$PWD/.venv-test}"
+python3 -m venv --clear "$VENV"
+PYTHON="$VENV/bin/python"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[test,fast]'
 
 # kafkajs for compat-tests/test_kafkajs.py, from package-lock.json; skipped while node_modules is newer than it.
 # The lz4 and zstd codecs compile native code (optional dependencies: a failed build skips only those tests).
@@ -32,14 +35,27 @@ if command -v npm >/dev/null 2>&1 &&
     npm ci --no-audit --no-fund --loglevel=error --prefix compat-tests/node
 fi
 
-python3 -m ruff check .
+# Java jar sets (kafka-clients 3.9 and 4.x, Apache Kafka 3.9 and 4.x, Spark's Kafka connector), once per machine.
+"$PYTHON" compat-tests/maven_jars.py
 
-set +e
-python3 -m pytest -n auto "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then
-    echo "pytest collected no tests: failing, an empty run proves nothing" >&2
-    exit 1
+"$PYTHON" -m ruff check .
+
+run_pytest() {
+    local status=0
+    "$PYTHON" -m pytest -n auto "$@" || status=$?
+    if [ "$status" -eq 5 ]; then
+        echo "pytest collected no tests ($*): failing, an empty run proves nothing" >&2
+        return 1
+    fi
+    return "$status"
+}
+
+if [ "$#" -gt 0 ]; then
+    run_pytest "$@"
+    exit
 fi
+status=0
+run_pytest || status=$?                                        # tests/ and compat-tests/ against kbroker
+echo "== compat-tests against Apache Kafka 4.x (KRaft), the reference =="
+run_pytest compat-tests --target kafka || status=$?
 exit "$status"
