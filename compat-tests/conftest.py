@@ -30,6 +30,7 @@ import matrix
 import maven_jars
 
 TARGETS = ("kbroker", "kafka", "kafka-zk", "kafka-container")
+TARGET_FIXTURES = {"bootstrap", "own_broker", "fresh_broker"}  # a test using one of these tests the target
 # Confluent Platform 7.9 is Apache Kafka 3.9; testcontainers' KafkaContainer drives the cp-kafka
 # image's start scripts, so the image must be a confluentinc/cp-kafka one (7.0 or later for KRaft).
 DEFAULT_KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"
@@ -59,15 +60,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Against a broker the suite did not start, a test that starts a kbroker of its own (instead of
-    using `bootstrap`) says nothing about that broker: it skips rather than fill its cell with kbroker's result."""
+    """Against a broker the suite did not start, a test that starts a kbroker of its own (instead of using
+    `bootstrap` or `own_broker`) says nothing about that broker: it skips rather than fill its cell with
+    kbroker's result."""
     if not (config.getoption("--bootstrap") or config.getoption("--target") != "kbroker"):
         return
     compat_dir = Path(__file__).parent.resolve()
     option = "--bootstrap" if config.getoption("--bootstrap") else f"--target {config.getoption('--target')}"
     skip = pytest.mark.skip(reason=f"uses a kbroker of its own, not the broker that {option} names")
     for item in items:
-        if item.path.resolve().is_relative_to(compat_dir) and "bootstrap" not in getattr(item, "fixturenames", ()):
+        uses_target = TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if item.path.resolve().is_relative_to(compat_dir) and not uses_target:
             item.add_marker(skip)
 
 
@@ -111,15 +114,31 @@ def _kafka_version(config: pytest.Config) -> str:
 def _kafka_jvm(config: pytest.Config, workdir: Path) -> Iterator[str]:
     """One Apache Kafka per test process (each xdist worker), reused by every test in it."""
     with contextlib.ExitStack() as stack:
-        zookeeper = None
-        if config.getoption("--target") == "kafka-zk":
-            zookeeper = stack.enter_context(kafka_process.ZooKeeperProcess(workdir).started()).connect
-        kafka = kafka_process.KafkaProcess(workdir, _kafka_version(config), zookeeper)
-        try:
-            stack.enter_context(kafka.started())
-        except kafka_process.KafkaUnavailable as error:
-            pytest.fail(f"cannot start Apache Kafka: {error}", pytrace=False)
-        yield kafka.bootstrap
+        yield _start_broker(config, workdir, (), stack).bootstrap
+
+
+def _start_broker(config: pytest.Config, workdir: Path, overrides: tuple[str, ...],
+                  stack: contextlib.ExitStack) -> BrokerProcess | kafka_process.KafkaProcess:
+    """A started broker of the kind under test, stopped by `stack`: kbroker, or Apache Kafka (with its own
+    ZooKeeper for kafka-zk). `overrides` are Kafka property names ("key=value"), which kbroker shares."""
+    target = config.getoption("--target")
+    if target == "kbroker":
+        broker = BrokerProcess(workdir, *overrides)
+        stack.callback(broker.stop)
+        return broker.start()
+    zookeeper = None
+    try:
+        if target == "kafka-zk":
+            zookeeper = kafka_process.ZooKeeperProcess(workdir)
+            stack.callback(zookeeper.stop)
+            zookeeper.start()
+        properties = dict(override.split("=", 1) for override in overrides)
+        kafka = kafka_process.KafkaProcess(workdir, _kafka_version(config), zookeeper and zookeeper.connect,
+                                           properties)
+        stack.callback(kafka.stop)
+        return kafka.start()
+    except kafka_process.KafkaUnavailable as error:
+        pytest.fail(f"cannot start Apache Kafka: {error}", pytrace=False)
 
 
 def _kafka_container(image: str) -> Iterator[str]:
@@ -171,31 +190,38 @@ def new_topic(bootstrap: str, topic_name: str):
     return topic_name
 
 
-@pytest.fixture(scope="module")
-def own_kbroker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """Start a kbroker of the module's own with broker property overrides (stopped with the
-    module): `own_kbroker(label, "key=value", ...)` gives its bootstrap, or None when the
-    broker under test was given (--bootstrap / --target)."""
-    started: list[BrokerProcess] = []
-    target = request.config.getoption("--target", default="kbroker")
-    given = request.config.getoption("--bootstrap") or target != "kbroker"
+def _broker_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                    stack: contextlib.ExitStack):
+    config = request.config
+    if config.getoption("--bootstrap") or config.getoption("--target") == "kafka-container":
+        option = "--bootstrap" if config.getoption("--bootstrap") else "--target kafka-container"
+        pytest.skip(f"starts a broker of its own (with its own settings, or to restart it); {option} names one")
 
-    def start(label: str, *overrides: str) -> str | None:
-        if given:
-            return None
-        started.append(BrokerProcess(tmp_path_factory.mktemp(label), *overrides).start())
-        return started[-1].bootstrap
+    def start(label: str, *overrides: str) -> BrokerProcess | kafka_process.KafkaProcess:
+        return _start_broker(config, tmp_path_factory.mktemp(label), overrides, stack)
 
-    yield start
-    for process in started:
-        process.stop()
+    return start
 
 
 @pytest.fixture(scope="module")
-def broker_without_auto_create(own_kbroker) -> str:
-    """A kbroker of the module's own with auto.create.topics.enable=false (a broker setting,
-    so it cannot be set on the broker under test); skips when a broker was given."""
-    bootstrap = own_kbroker("kbroker-no-auto-create", "auto.create.topics.enable=false")
-    if bootstrap is None:
-        pytest.skip("needs a broker started with auto.create.topics.enable=false; the broker under test was given")
-    return bootstrap
+def own_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """`own_broker(label, "key=value", ...)` starts a broker of the module's own, of the kind under test
+    (kbroker, or Apache Kafka with --target kafka / kafka-zk), with broker property overrides; stopped with
+    the module. It has `.bootstrap`, `.stop(signal)` and `.start()` (same port and data). Skips when the
+    broker under test was given (--bootstrap, kafka-container), which the suite cannot start or restart."""
+    with contextlib.ExitStack() as stack:
+        yield _broker_factory(request, tmp_path_factory, stack)
+
+
+@pytest.fixture
+def fresh_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """As `own_broker`, for one test: its brokers stop when the test ends."""
+    with contextlib.ExitStack() as stack:
+        yield _broker_factory(request, tmp_path_factory, stack)
+
+
+@pytest.fixture(scope="module")
+def broker_without_auto_create(own_broker) -> str:
+    """A broker of the module's own with auto.create.topics.enable=false (a broker setting,
+    so it cannot be set on the broker under test)."""
+    return own_broker("no-auto-create", "auto.create.topics.enable=false").bootstrap

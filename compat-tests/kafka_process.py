@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -241,15 +242,17 @@ class KafkaProcess:
                 raise RuntimeError(f"Kafka exited with {self.process.returncode}:\n{_tail(log)}")
             time.sleep(0.2)
 
-    def stop(self) -> None:
-        _stop(self.process)
-        self.process = None
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        """SIGTERM: Kafka's controlled shutdown; SIGKILL: a crash. As BrokerProcess.stop, so tests take either."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if sig == signal.SIGKILL:
+            process.kill()
+            process.wait()
+        else:
+            _stop(process)
+        return process.returncode
 
     @contextlib.contextmanager
     def started(self) -> Iterator[KafkaProcess]:
@@ -261,10 +264,14 @@ class KafkaProcess:
 
 
 def _kafka_uuid() -> str:
-    """A random cluster id in Kafka's Uuid text form (url-safe base64 of 16 bytes, no padding)."""
+    """A random cluster id in Kafka's Uuid text form (url-safe base64 of 16 bytes, no padding); like Kafka's
+    Uuid.randomUuid, never one that starts with "-", which a command line would take for an option."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 if __name__ == "__main__":  # start one for a manual look: python3 compat-tests/kafka_process.py [3.9|4] [zk]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -40,16 +39,9 @@ SETTLE_TIMEOUT = 40
 
 
 @pytest.fixture(scope="module")
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A kbroker whose first generation forms after 100 ms rather than Kafka's 3 s."""
-    if request.config.getoption("--bootstrap"):
-        pytest.skip("needs its own kbroker (group.initial.rebalance.delay.ms=100)")
-    process = BrokerProcess(tmp_path_factory.mktemp("kbroker-assignors"), "group.initial.rebalance.delay.ms=100")
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(own_broker):
+    """A broker whose first generation forms after 100 ms rather than Kafka's 3 s."""
+    return own_broker("assignors", "group.initial.rebalance.delay.ms=100")
 
 
 def _topic(bootstrap: str) -> str:

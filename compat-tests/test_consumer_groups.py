@@ -14,13 +14,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kbroker.testing import BrokerProcess  # noqa: E402
@@ -29,15 +28,25 @@ pytestmark = pytest.mark.client("confluent-kafka")
 
 
 @pytest.fixture(scope="module")
-def group_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    given = request.config.getoption("--bootstrap")
-    if given:
-        pytest.skip("needs its own kbroker (group.initial.rebalance.delay.ms=0)")
-    broker = BrokerProcess(tmp_path_factory.mktemp("kbroker-groups"), "group.initial.rebalance.delay.ms=0").start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
+def group_broker(own_broker):
+    return own_broker("groups", "group.initial.rebalance.delay.ms=0")
+
+
+COORDINATOR_NOT_READY = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                         KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def _once_loaded(call, timeout: float = 30):
+    """`call()`, retried while it raises a retriable error: a restarted Kafka loads __consumer_offsets in the
+    background and answers COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR) until it is done."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except KafkaException as error:
+            if error.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
@@ -72,7 +81,7 @@ def test_assign_commit_is_read_back_by_committed(group_broker: BrokerProcess) ->
     consumer = _consumer(bootstrap, group)
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False)
+        _once_loaded(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False))
         [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         assert committed.offset == 42
     finally:
@@ -111,7 +120,7 @@ def test_restarted_consumer_resumes_from_committed_offset(group_broker: BrokerPr
     try:
         first.subscribe([topic])
         assert _poll_values(first, 4) == [f"v{i}".encode() for i in range(4)]
-        first.commit(asynchronous=False)
+        _once_loaded(lambda: first.commit(asynchronous=False))
     finally:
         first.close()
     second = _consumer(bootstrap, group)
@@ -147,17 +156,17 @@ def test_two_subscribers_split_the_partitions(group_broker: BrokerProcess) -> No
 
 
 @pytest.mark.scenario("Consumer group: resume from committed offsets")
-def test_committed_offsets_survive_a_broker_restart(tmp_path) -> None:
-    broker = BrokerProcess(tmp_path, "group.initial.rebalance.delay.ms=0").start()
+def test_committed_offsets_survive_a_broker_restart(fresh_broker) -> None:
+    broker = fresh_broker("durable-group", "group.initial.rebalance.delay.ms=0")
     try:
         topic = _topic(broker.bootstrap, 2)
         consumer = _consumer(broker.bootstrap, "durable-group")
-        consumer.commit(offsets=[TopicPartition(topic, 1, 7)], asynchronous=False)
+        _once_loaded(lambda: consumer.commit(offsets=[TopicPartition(topic, 1, 7)], asynchronous=False))
         consumer.close()
         broker.stop()
         broker.start()
         consumer = _consumer(broker.bootstrap, "durable-group")
-        [committed] = consumer.committed([TopicPartition(topic, 1)], timeout=10)
+        [committed] = _once_loaded(lambda: consumer.committed([TopicPartition(topic, 1)], timeout=10))
         consumer.close()
         assert committed.offset == 7
     finally:
@@ -170,7 +179,7 @@ def test_admin_lists_describes_and_deletes_an_empty_group(group_broker: BrokerPr
     topic = _topic(bootstrap, 1)
     group = f"g-{uuid.uuid4().hex[:8]}"
     consumer = _consumer(bootstrap, group)
-    consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    _once_loaded(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False))
     consumer.close()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     listed = admin.list_consumer_groups().result(15)
@@ -207,8 +216,8 @@ def test_group_with_members_is_described_stable_with_its_assignment(group_broker
 
 
 @pytest.mark.scenario("Consumer group: rebalance")
-def test_stable_group_keeps_its_member_across_a_broker_restart(tmp_path) -> None:
-    broker = BrokerProcess(tmp_path, "group.initial.rebalance.delay.ms=0").start()
+def test_stable_group_keeps_its_member_across_a_broker_restart(fresh_broker) -> None:
+    broker = fresh_broker("restart-group", "group.initial.rebalance.delay.ms=0")
     consumer = None
     try:
         topic = _topic(broker.bootstrap, 1)
@@ -221,7 +230,7 @@ def test_stable_group_keeps_its_member_across_a_broker_restart(tmp_path) -> None
         broker.stop()
         broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        described = admin.describe_consumer_groups(["restart-group"])["restart-group"].result(15)
+        described = _once_loaded(lambda: admin.describe_consumer_groups(["restart-group"])["restart-group"].result(15))
         assert described.state == confluent_kafka.ConsumerGroupState.STABLE
         assert [m.member_id for m in described.members] == [member_id]
         _produce(broker.bootstrap, topic, 3, partition=0)

@@ -23,17 +23,16 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kbroker.testing import BrokerProcess  # noqa: E402
-
 SCENARIO = "Consumer group protocol: consumer (KIP-848)"
 pytestmark = pytest.mark.scenario(SCENARIO)
 SETTLE_S = 30
+# Kafka refuses a heartbeat interval below group.consumer.min.heartbeat.interval.ms (5 s by default)
+HEARTBEAT = ("group.consumer.heartbeat.interval.ms=500", "group.consumer.min.heartbeat.interval.ms=500")
 
 
 @pytest.fixture(scope="module")
-def broker(request: pytest.FixtureRequest, own_kbroker) -> str:
-    own = own_kbroker("kbroker-kip848", "group.consumer.heartbeat.interval.ms=500")
-    return own or request.getfixturevalue("bootstrap")
+def broker(own_broker) -> str:
+    return own_broker("kip848", *HEARTBEAT).bootstrap
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
@@ -208,12 +207,9 @@ def test_admin_describes_the_group_as_a_consumer_protocol_group(broker):
 
 
 @pytest.mark.client("confluent-kafka")
-def test_members_rejoin_after_a_broker_restart(request, tmp_path):
-    """kbroker keeps KIP-848 groups in memory: after a restart the member is told it is unknown,
-    rejoins with epoch 0 and carries on from its committed offsets."""
-    if request.config.getoption("--bootstrap") or request.config.getoption("--target") != "kbroker":
-        pytest.skip("restarts a kbroker of its own")
-    process = BrokerProcess(tmp_path / "data", "group.consumer.heartbeat.interval.ms=500").start()
+def test_members_rejoin_after_a_broker_restart(fresh_broker):
+    """After a restart of the broker the member carries on from its committed offsets, reading every record once."""
+    process = fresh_broker("kip848-restart", *HEARTBEAT)
     consumer = None
     try:
         topic = _topic(process.bootstrap, 2)
@@ -223,15 +219,13 @@ def test_members_rejoin_after_a_broker_restart(request, tmp_path):
         before = _poll_until([consumer], lambda received: len(received[0]) == 10)[0]
         consumer.commit(asynchronous=False)
         process.stop()
-        process = BrokerProcess(tmp_path / "data", "group.consumer.heartbeat.interval.ms=500", port=process.port)
-        process.start()
+        process.start()  # same port, same data
         _produce(process.bootstrap, topic, 2, 10, start=10)
         after = _poll_until([consumer], lambda received: len(received[0]) == 10)[0]
         assert sorted(m.value() for m in before + after) == sorted(f"v{i}".encode() for i in range(20))
     finally:
         if consumer is not None:
             consumer.close()
-        process.stop()
 
 
 # ---- Java kafka-clients 3.9.1 ---------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -19,11 +18,10 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kbroker.testing import BrokerProcess  # noqa: E402
-
 SCENARIO = "Consumer group protocol: consumer (KIP-848)"
 pytestmark = [pytest.mark.client("confluent-kafka"), pytest.mark.scenario(SCENARIO)]
-HEARTBEAT = "group.consumer.heartbeat.interval.ms=500"
+# Kafka refuses a heartbeat interval below group.consumer.min.heartbeat.interval.ms (5 s by default)
+HEARTBEAT = ("group.consumer.heartbeat.interval.ms=500", "group.consumer.min.heartbeat.interval.ms=500")
 PARTITIONS = 2
 TIMEOUT_S = 30
 
@@ -54,14 +52,8 @@ def _keep_polling(consumer: Consumer, received: list[bytes], seconds: float) -> 
             received.append(message.value())
 
 
-def _restart(process: BrokerProcess, data_dir: Path) -> BrokerProcess:
-    process.stop()  # SIGTERM: a clean shutdown
-    return BrokerProcess(data_dir, HEARTBEAT, port=process.port).start()
-
-
-def test_a_consumer_keeps_its_partitions_and_positions_across_a_broker_restart(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    process = BrokerProcess(data_dir, HEARTBEAT).start()
+def test_a_consumer_keeps_its_partitions_and_positions_across_a_broker_restart(fresh_broker) -> None:
+    process = fresh_broker("kip848-restart", *HEARTBEAT)
     consumer = None
     try:
         bootstrap = process.bootstrap
@@ -82,7 +74,8 @@ def test_a_consumer_keeps_its_partitions_and_positions_across_a_broker_restart(t
         _poll(consumer, received, 14)  # consumed, never committed
         member_id = consumer.memberid()
 
-        process = _restart(process, data_dir)
+        process.stop()  # SIGTERM: a clean shutdown
+        process.start()  # same port, same data
         _produce(bootstrap, topic, 14, 6)
         _poll(consumer, received, 20)
         _keep_polling(consumer, received, 3)  # six heartbeat intervals against the restarted broker
@@ -99,4 +92,3 @@ def test_a_consumer_keeps_its_partitions_and_positions_across_a_broker_restart(t
     finally:
         if consumer is not None:
             consumer.close()
-        process.stop()

@@ -28,11 +28,9 @@ OFFSETS_AND_LAG = pytest.mark.scenario("Consumer group admin: offsets and lag")
 
 
 @pytest.fixture(scope="module")
-def bootstrap_servers(request: pytest.FixtureRequest, own_kbroker) -> str:
-    """A kbroker of this module's own whose groups form at once (group.initial.rebalance.delay.ms=0),
-    or the broker named with --bootstrap / --target, where the tests just wait longer."""
-    own = own_kbroker("kbroker-group-admin", "group.initial.rebalance.delay.ms=0")
-    return own or request.getfixturevalue("bootstrap")
+def bootstrap_servers(own_broker) -> str:
+    """A broker of this module's own whose groups form at once (group.initial.rebalance.delay.ms=0)."""
+    return own_broker("group-admin", "group.initial.rebalance.delay.ms=0").bootstrap
 
 
 @pytest.fixture(scope="module")

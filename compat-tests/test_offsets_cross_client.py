@@ -10,7 +10,7 @@ The clients: confluent-kafka (librdkafka), kafka-python, aiokafka and Java kafka
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -29,16 +29,9 @@ WRITERS = [pytest.param(name, marks=pytest.mark.client(name)) for name in CLIENT
 
 
 @pytest.fixture(scope="module")
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A kbroker of this module's own, so a test may restart it on the same data dir and port."""
-    if request.config.getoption("--bootstrap"):
-        pytest.skip("restarts its own kbroker")
-    process = BrokerProcess(tmp_path_factory.mktemp("kbroker-offsets"), "group.initial.rebalance.delay.ms=0")
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def broker(own_broker):
+    """A broker of this module's own, so a test may restart it on the same data dir and port."""
+    return own_broker("offsets", "group.initial.rebalance.delay.ms=0")
 
 
 @pytest.fixture(scope="module")

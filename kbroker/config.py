@@ -109,7 +109,11 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0), ">= 0"),
     Property("group.max.size", _parse_int, 2_147_483_647, _at_least(1), ">= 1"),
     Property("group.consumer.heartbeat.interval.ms", _parse_int, 5000, _at_least(1), ">= 1"),
+    Property("group.consumer.min.heartbeat.interval.ms", _parse_int, 5000, _at_least(1), ">= 1"),
+    Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1), ">= 1"),
     Property("group.consumer.session.timeout.ms", _parse_int, 45000, _at_least(1), ">= 1"),
+    Property("group.consumer.min.session.timeout.ms", _parse_int, 45000, _at_least(1), ">= 1"),
+    Property("group.consumer.max.session.timeout.ms", _parse_int, 60000, _at_least(1), ">= 1"),
     Property("group.consumer.assignors", _parse_list, ["uniform", "range"],
              lambda names: bool(names) and set(names) <= {"uniform", "range", "roundrobin", "sticky",
                                                           "cooperative-sticky"},
@@ -250,6 +254,25 @@ def load(path: Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfi
     return build(raw)
 
 
+# (name, relation, other): Kafka's GroupCoordinatorConfig refuses to start when one does not hold.
+_BOUNDS = (
+    ("group.consumer.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+    ("group.consumer.heartbeat.interval.ms", "<=", "group.consumer.max.heartbeat.interval.ms"),
+    ("group.consumer.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+    ("group.consumer.session.timeout.ms", "<=", "group.consumer.max.session.timeout.ms"),
+    ("group.consumer.heartbeat.interval.ms", "<", "group.consumer.session.timeout.ms"),
+)
+_RELATIONS = {">=": ("greater than or equal to", int.__ge__), "<=": ("less than or equal to", int.__le__),
+              "<": ("less than", int.__lt__)}
+
+
+def _check_bounds(values: Mapping[str, object]) -> None:
+    for name, relation, other in _BOUNDS:
+        words, holds = _RELATIONS[relation]
+        if not holds(values[name], values[other]):
+            raise ConfigError(f"{name} must be {words} {other}")
+
+
 def build(raw: Mapping[str, str]) -> BrokerConfig:
     values = {name: prop.default for name, prop in PROPERTIES.items()}
     for key, text in raw.items():
@@ -264,6 +287,7 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
         if not prop.check(value):
             raise ConfigError(f"invalid value {text!r} for configuration {key}: must be {prop.expectation}")
         values[key] = value
+    _check_bounds(values)
     config = BrokerConfig(values, frozenset(key for key in raw if key in PROPERTIES))
     config.listeners  # noqa: B018 - validate listener syntax now rather than at bind time
     config.advertised_listeners  # noqa: B018

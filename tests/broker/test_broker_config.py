@@ -57,3 +57,19 @@ def test_malformed_listener_fails():
 
 def test_properties_continuation_lines_are_joined():
     assert parse_properties("a=1,\\\n  2\n") == {"a": "1,2"}
+
+
+def test_a_consumer_heartbeat_below_its_minimum_is_refused_as_kafka_refuses_it():
+    with pytest.raises(ConfigError, match=r"group\.consumer\.heartbeat\.interval\.ms must be greater than or equal to "
+                                          r"group\.consumer\.min\.heartbeat\.interval\.ms"):
+        build({"group.consumer.heartbeat.interval.ms": "500"})
+
+
+def test_a_consumer_heartbeat_within_lowered_bounds_is_accepted():
+    config = build({"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500"})
+    assert config["group.consumer.heartbeat.interval.ms"] == 500
+
+
+def test_a_consumer_session_timeout_above_its_maximum_is_refused():
+    with pytest.raises(ConfigError, match=r"group\.consumer\.session\.timeout\.ms must be less than or equal to"):
+        build({"group.consumer.session.timeout.ms": "90000"})
