@@ -9,12 +9,11 @@ not report it (aiokafka's committed() gives the offset only).
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 
 import pytest
+
+from java_harness import compile_harness
 
 Offsets = dict[int, tuple[int, str]]
 Committed = dict[int, tuple[int | None, str | None]]
@@ -129,30 +128,8 @@ def committed_aiokafka(bootstrap: str, group: str, topic: str, partitions: list[
 # ---- Java kafka-clients (compat-tests/java/KafkaHarness.java) -----------------------------------
 
 def java_harness(tmp_path_factory: pytest.TempPathFactory):
-    """KafkaHarness.java compiled the way test_java_client.py compiles it (skips without a JDK)."""
-    from test_java_client import (
-        CLIENT_JARS,
-        HARNESS_SOURCE,
-        JavaHarness,
-        _client_jar_dir,
-        _kafka_clients_version,
-        _unavailable,
-    )
-
-    javac, java_binary = shutil.which("javac"), shutil.which("java")
-    if javac is None or java_binary is None:
-        _unavailable("no JDK on PATH (javac/java): install openjdk-17-jdk-headless (scripts/test.sh does)")
-    jar_dir = _client_jar_dir()
-    if jar_dir is None:
-        _unavailable("pyflink/lib/kafka-clients.jar not found: pip install shigawire-apache-flink-libraries")
-    jars = [str(jar_dir / name) for name in CLIENT_JARS]
-    classes = tmp_path_factory.mktemp("java-harness-groups")
-    compiled = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(jars),
-                               str(HARNESS_SOURCE)], capture_output=True, text=True, timeout=120, check=False)
-    if compiled.returncode != 0:
-        pytest.fail(f"javac failed on {HARNESS_SOURCE.name}:\n{compiled.stdout}{compiled.stderr}", pytrace=False)
-    return JavaHarness(java_binary, os.pathsep.join([str(classes), *jars]),
-                       _kafka_clients_version(jar_dir / "kafka-clients.jar"))
+    """KafkaHarness.java on the newest kafka-clients (skips without a JDK locally, fails in CI)."""
+    return compile_harness(tmp_path_factory.mktemp("java-harness-groups"))
 
 
 def java_committers(harness) -> tuple[Callable, Callable]:

@@ -17,10 +17,8 @@ import json
 import re
 import shutil
 import subprocess
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -340,16 +338,14 @@ def _kcat() -> str:
 
 
 def _java_kafka_clients() -> str:
-    """The version inside pyflink/lib/kafka-clients.jar, the jar test_java_client.py runs."""
-    spec = find_spec("pyflink")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        jar = Path(location) / "lib" / "kafka-clients.jar"
-        if jar.is_file():
-            with zipfile.ZipFile(jar) as archive:
-                text = archive.read("kafka/kafka-version.properties").decode()
-            properties = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-            return properties.get("version", "unknown")
-    return "not installed"
+    """The kafka-clients versions test_java_client.py runs, from the Maven jar sets (resolved if need be)."""
+    import maven_jars
+    from java_harness import GENERATIONS
+
+    try:
+        return ", ".join(maven_jars.version_of(jar_set, "kafka-clients") for jar_set in GENERATIONS.values())
+    except maven_jars.JarsUnavailable as error:
+        return f"not resolved ({str(error).splitlines()[0]})"
 
 
 def _kafkajs(node_dir: Path) -> str:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -214,10 +216,17 @@ def test_kafka_python_describe_configs_lists_synonyms(kp_admin, new_topic):
 @kafka_python
 @pytest.mark.scenario("Describe log dirs")
 def test_kafka_python_describe_log_dirs_lists_the_topic_partitions(kp_admin, new_topic):
-    [broker] = kp_admin.describe_log_dirs({new_topic: [0, 1, 2]})
-    partitions = {(t["name"], p["partition_index"])
-                  for d in broker["log_dirs"] for t in d["topics"] for p in t["partitions"]}
-    assert partitions == {(new_topic, 0), (new_topic, 1), (new_topic, 2)}
+    """Kafka's broker creates a new topic's logs a moment after CreateTopics returns, so this waits for them."""
+    wanted = {(new_topic, 0), (new_topic, 1), (new_topic, 2)}
+    deadline = time.monotonic() + 15
+    while True:
+        [broker] = kp_admin.describe_log_dirs({new_topic: [0, 1, 2]})
+        partitions = {(t["name"], p["partition_index"])
+                      for d in broker["log_dirs"] for t in d["topics"] for p in t["partitions"]}
+        if partitions == wanted or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert partitions == wanted
 
 
 @kafka_python

@@ -1,6 +1,6 @@
 """The KIP-848 consumer group protocol (`group.protocol=consumer`): the broker assigns partitions.
 
-confluent-kafka (librdkafka 2.x) and the Java kafka-clients 3.9.1 consumer join groups with
+confluent-kafka (librdkafka 2.x) and the Java kafka-clients 4.x consumer join groups with
 ConsumerGroupHeartbeat and commit with the member epoch (OffsetCommit v9+). Unless a broker is
 given (--bootstrap, --target), these tests start their own kbroker with a 500 ms
 `group.consumer.heartbeat.interval.ms` (Kafka's default is 5 s), so reassignments settle fast.
@@ -9,15 +9,14 @@ given (--bootstrap, --target), these tests start their own kbroker with a 500 ms
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+
+from java_harness import JavaHarness, compile_harness
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition  # noqa: E402
@@ -228,18 +227,15 @@ def test_members_rejoin_after_a_broker_restart(fresh_broker):
             consumer.close()
 
 
-# ---- Java kafka-clients 3.9.1 ---------------------------------------------------------------
+# ---- Java kafka-clients 4.x -----------------------------------------------------------------
 
 @dataclass
 class GroupHarness:
-    java: str
-    classpath: str
+    harness: JavaHarness
 
     def start(self, *args: object) -> subprocess.Popen:
-        from test_java_client import JVM_OPTIONS
-
-        command = [self.java, *JVM_OPTIONS, "-cp", self.classpath, "ConsumerGroupHarness", *map(str, args)]
-        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return subprocess.Popen(self.harness.command("ConsumerGroupHarness", *args), stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
 
     @staticmethod
     def finish(process: subprocess.Popen, timeout: float = 120) -> list[dict]:
@@ -259,23 +255,8 @@ class GroupHarness:
 
 @pytest.fixture(scope="module")
 def java_group(tmp_path_factory: pytest.TempPathFactory) -> GroupHarness:
-    """ConsumerGroupHarness.java compiled with KafkaHarness.java, as test_java_client.py compiles the latter."""
-    from test_java_client import CLIENT_JARS, HARNESS_SOURCE, _client_jar_dir, _unavailable
-
-    javac, java_binary = shutil.which("javac"), shutil.which("java")
-    if javac is None or java_binary is None:
-        _unavailable("no JDK on PATH (javac/java): install openjdk-17-jdk-headless (scripts/test.sh does)")
-    jar_dir = _client_jar_dir()
-    if jar_dir is None:
-        _unavailable("pyflink/lib/kafka-clients.jar not found: pip install shigawire-apache-flink-libraries")
-    jars = [str(jar_dir / name) for name in CLIENT_JARS]
-    classes = tmp_path_factory.mktemp("java-group-harness")
-    sources = [str(HARNESS_SOURCE), str(Path(HARNESS_SOURCE).with_name("ConsumerGroupHarness.java"))]
-    compiled = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(jars), *sources],
-                              capture_output=True, text=True, timeout=120, check=False)
-    if compiled.returncode != 0:
-        pytest.fail(f"javac failed:\n{compiled.stdout}{compiled.stderr}", pytrace=False)
-    return GroupHarness(java_binary, os.pathsep.join([str(classes), *jars]))
+    """ConsumerGroupHarness.java on the newest kafka-clients, where the consumer protocol is generally available."""
+    return GroupHarness(compile_harness(tmp_path_factory.mktemp("java-group-harness")))
 
 
 def _records(lines: list[dict]) -> set[tuple[int, int]]:

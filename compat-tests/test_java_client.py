@@ -1,117 +1,37 @@
-"""The official Java kafka-clients (3.9.1) against the broker under test.
+"""The official Java kafka-clients against the broker under test, in two generations: 3.9 and the newest 4.x.
 
-The client jars come from the PyPI wheel `shigawire-apache-flink-libraries` (pyflink/lib/), and
-compat-tests/java/KafkaHarness.java is compiled with javac once per session. Each harness call
-is one short JVM printing JSON lines, so tests batch their work into as few calls as they can.
-The calls cover what Spark's Kafka connector relies on: AdminClient topic descriptions and
+The client jars are resolved by Maven (compat-tests/java/pom.xml, jar sets clients-3.9 and clients-4), and
+compat-tests/java/KafkaHarness.java is compiled with javac once per session and generation (java_harness.py).
+Each harness call is one short JVM printing JSON lines, so tests batch their work into as few calls as they
+can. The calls cover what Spark's Kafka connector relies on: AdminClient topic descriptions and
 listOffsets, consumer assign/seek/poll without a group, and the (idempotent) producer.
 
-Without a JDK or the wheel these tests skip locally and fail under CI (CI set in the env).
+Without a JDK or the jars these tests skip locally and fail under CI (CI set in the env).
 """
 
 from __future__ import annotations
 
 import base64
-import importlib.util
 import itertools
-import json
-import os
-import shutil
-import subprocess
 import uuid
-import zipfile
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from confluent_client import consume, produce
+from java_harness import GENERATIONS, JavaHarness, compile_harness
 from matrix import codec_params
 
 pytestmark = pytest.mark.client("java")
-HARNESS_SOURCE = Path(__file__).parent / "java" / "KafkaHarness.java"
-WHEEL = "shigawire-apache-flink-libraries"
-CLIENT_JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")  # startup over peak speed
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 BASE_TIMESTAMP = 1_700_000_000_000  # KafkaHarness.BASE_TIMESTAMP: record i carries BASE + 1000 * i
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _unavailable(message: str):
-    """Missing prerequisites fail the run in CI (so the suite cannot pass vacuously), else skip."""
-    if _in_ci():
-        pytest.fail(f"{message} (CI is set, so this is a failure rather than a skip)", pytrace=False)
-    pytest.skip(message)
-
-
-def _client_jar_dir() -> Path | None:
-    spec = importlib.util.find_spec("pyflink")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        lib = Path(location) / "lib"
-        if (lib / "kafka-clients.jar").is_file():
-            return lib
-    return None
-
-
-def _kafka_clients_version(jar: Path) -> str:
-    with zipfile.ZipFile(jar) as archive:
-        text = archive.read("kafka/kafka-version.properties").decode()
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line).get("version", "?")
-
-
-class HarnessError(AssertionError):
-    """A harness call exited non-zero; `error` is its {"type": "error"} line, if it printed one."""
-
-    def __init__(self, message: str, error: dict | None) -> None:
-        super().__init__(message)
-        self.error = error or {}
-
-
-@dataclass
-class JavaHarness:
-    java: str
-    classpath: str
-    kafka_version: str
-
-    def run(self, *args: object, timeout: float = 60) -> list[dict]:
-        command = [self.java, *JVM_OPTIONS, "-cp", self.classpath, "KafkaHarness", *map(str, args)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0:
-            errors = [line for line in lines if line.get("type") == "error"]
-            stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("SLF4J"))
-            raise HarnessError(
-                f"kafka-clients {self.kafka_version} `{' '.join(map(str, args))}` exited {done.returncode}: "
-                f"{errors[-1] if errors else done.stdout[-2000:]}\n{stderr[-2000:]}",
-                errors[-1] if errors else None)
-        return lines
-
-
-@pytest.fixture(scope="session")
-def java(tmp_path_factory: pytest.TempPathFactory) -> JavaHarness:
-    javac, java_binary = shutil.which("javac"), shutil.which("java")
-    if javac is None or java_binary is None:
-        _unavailable("no JDK on PATH (javac/java): install openjdk-17-jdk-headless (scripts/test.sh does)")
-    jar_dir = _client_jar_dir()
-    if jar_dir is None:
-        _unavailable(f"pyflink/lib/kafka-clients.jar not found: pip install {WHEEL} (a `test` extra)")
-    missing = [name for name in CLIENT_JARS if not (jar_dir / name).is_file()]
-    if missing:
-        _unavailable(f"{WHEEL} lacks {missing} in {jar_dir}")
-    jars = [str(jar_dir / name) for name in CLIENT_JARS]
-    classes = tmp_path_factory.mktemp("java-harness")
-    compiled = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(jars), str(HARNESS_SOURCE)],
-                              capture_output=True, text=True, timeout=120, check=False)
-    if compiled.returncode != 0:
-        pytest.fail(f"javac failed on {HARNESS_SOURCE.name}:\n{compiled.stdout}{compiled.stderr}", pytrace=False)
-    return JavaHarness(java_binary, os.pathsep.join([str(classes), *jars]),
-                       _kafka_clients_version(jar_dir / "kafka-clients.jar"))
+@pytest.fixture(scope="session", params=sorted(GENERATIONS), ids=[f"java-{g}" for g in sorted(GENERATIONS)])
+def java(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> JavaHarness:
+    """The harness on kafka-clients of each generation: every test here runs once per generation."""
+    return compile_harness(tmp_path_factory.mktemp(f"java-harness-{request.param}"), request.param)
 
 
 # ---- helpers --------------------------------------------------------------------------------

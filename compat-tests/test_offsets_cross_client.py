@@ -3,7 +3,7 @@ library commits, every other reads back (committed() / OffsetFetch), across a br
 and the commit is a record in the `__consumer_offsets` partition Kafka's formula names,
 abs(javaStringHashCode(group.id)) % 50, keyed the way Kafka keys it.
 
-The clients: confluent-kafka (librdkafka), kafka-python, aiokafka and Java kafka-clients 3.9.1
+The clients: confluent-kafka (librdkafka), kafka-python, aiokafka and Java kafka-clients (the newest 4.x)
 (through compat-tests/java/KafkaHarness.java).
 """
 

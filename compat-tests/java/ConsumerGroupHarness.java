@@ -1,7 +1,7 @@
 // Java kafka-clients consumers in one group, for compat-tests/test_consumer_protocol.py.
 //
-// Compiled together with KafkaHarness.java (whose JSON printer it uses) against the
-// kafka-clients jar of the shigawire-apache-flink-libraries wheel; one run is one JVM:
+// Compiled together with KafkaHarness.java (whose JSON printer it uses) against kafka-clients
+// as Maven resolved them (compat-tests/java_harness.py); one run is one JVM:
 //
 //   group-consume <bootstrap> <topic> <group> <members> <expected> <protocol>
 //

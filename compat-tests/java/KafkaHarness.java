@@ -1,8 +1,7 @@
 // A command-line harness that drives the official Java kafka-clients against a broker.
 //
-// compat-tests/test_java_client.py compiles this file with javac at test time, against the
-// kafka-clients jar shipped in the shigawire-apache-flink-libraries wheel, and runs one
-// subcommand per JVM. Every subcommand prints one JSON object per line on stdout and exits
+// compat-tests/java_harness.py compiles this file with javac at test time, against kafka-clients
+// 3.9 or 4.x as Maven resolved them (pom.xml beside this file), and runs one subcommand per JVM. Every subcommand prints one JSON object per line on stdout and exits
 // non-zero on failure (after printing a {"type": "error", ...} line). Keys, values and header
 // values are printed base64-encoded (null stays null), so binary data compares exactly.
 //
