@@ -1,10 +1,10 @@
 """PySpark's Kafka source and sink (spark-sql-kafka-0-10) against the broker under test.
 
-Needs pyspark (`pip install 'kbroker[spark]'`), a JDK, and the connector's jars, which no PyPI wheel
-ships: either KBROKER_SPARK_KAFKA_JARS, the comma-separated paths of spark-sql-kafka-0-10,
-spark-token-provider-kafka-0-10, kafka-clients and commons-pool2 jars matching the Spark and Scala
-versions of pyspark, or network access to Maven Central, from which spark.jars.packages fetches them.
-Without them every test here skips and says which was missing.
+pyspark is pinned (pyproject.toml) to the Spark release whose connector Maven resolves with the same version
+(compat-tests/java/pom.xml, jar set `spark`); the connector and its dependencies reach Spark as `spark.jars`,
+less the jars pyspark already ships. A user would write `--packages
+org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0` (or set `spark.jars.packages`) instead.
+Without a JDK, pyspark or the jars every test here skips locally and fails under CI.
 
 Records are produced and checked with confluent-kafka, so every read is also a cross-client check.
 The connector's calls into the Java clients (Admin.listOffsets over every partition, listTopics,
@@ -14,9 +14,8 @@ the executors' assign/seek/poll) are also covered without Spark in test_java_cli
 from __future__ import annotations
 
 import json
-import os
+import re
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +25,9 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import maven_jars
 from confluent_client import consume, produce
+from java_harness import unavailable
 
 try:
     import pyspark
@@ -35,64 +36,39 @@ except ImportError:  # each test skips, so the matrix still lists the pyspark sc
 
 pytestmark = pytest.mark.client("pyspark")
 
-JARS_ENV = "KBROKER_SPARK_KAFKA_JARS"
-MAVEN_CENTRAL = ("repo1.maven.org", 443)
 BASE_TIMESTAMP = 1_700_000_000_000
 POLL_TIMEOUT_MS = "20000"  # the executors' consumer poll; Spark's default is 120 s
 
 
 # ---- the Spark session ----------------------------------------------------------------------
 
-def _scala_version() -> str:
-    """The Scala binary version pyspark's own jars were built for, e.g. "2.12"."""
-    jars = Path(pyspark.__file__).parent / "jars"
-    for jar in jars.glob("scala-library-*.jar"):
-        return ".".join(jar.name.removeprefix("scala-library-").split(".")[:2])
-    pytest.skip(f"no scala-library jar in {jars}: is pyspark installed completely?")
+def _artifact(jar: Path) -> str:
+    """`scala-library` of scala-library-2.13.15.jar: the name without its version."""
+    return re.sub(r"-\d+(\.\d+)+.*$", "", jar.name.removesuffix(".jar"))
 
 
-def _maven_central_unreachable(timeout: float = 2.0) -> str | None:
-    """Why Maven Central cannot be reached (one TCP connect, `timeout` s at most), or None if it can."""
-    try:
-        with socket.create_connection(MAVEN_CENTRAL, timeout=timeout):
-            return None
-    except OSError as error:
-        return f"{type(error).__name__}: {error}"
-
-
-def _connector_setting() -> tuple[str, str]:
-    """("spark.jars", paths) from KBROKER_SPARK_KAFKA_JARS, or ("spark.jars.packages", coordinates)
-    when Maven Central answers; otherwise the module skips with what was missing."""
-    scala, spark_version = _scala_version(), pyspark.__version__
-    listed = [path.strip() for path in os.environ.get(JARS_ENV, "").split(",") if path.strip()]
-    if listed:
-        missing = [path for path in listed if not Path(path).is_file()]
-        if missing:
-            pytest.fail(f"{JARS_ENV} names files that do not exist: {missing}", pytrace=False)
-        if not any(Path(path).name.startswith("spark-sql-kafka-0-10") for path in listed):
-            pytest.fail(f"{JARS_ENV} lacks a spark-sql-kafka-0-10_{scala}-{spark_version}.jar", pytrace=False)
-        return "spark.jars", ",".join(listed)
-    unreachable = _maven_central_unreachable()
-    if unreachable is None:
-        return "spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark_version}"
-    pytest.skip(f"the Spark Kafka connector jars are not available: set {JARS_ENV} to the comma-separated paths "
-                f"of spark-sql-kafka-0-10_{scala}-{spark_version}.jar, spark-token-provider-kafka-0-10_{scala}-"
-                f"{spark_version}.jar, kafka-clients and commons-pool2, or give network access to Maven Central "
-                f"so spark.jars.packages can fetch them ({MAVEN_CENTRAL[0]}:{MAVEN_CENTRAL[1]}: {unreachable})")
+def connector_jars() -> list[Path]:
+    """The connector's runtime jars from Maven, less the artifacts pyspark ships itself (scala-library,
+    hadoop-client-*, slf4j-api, ...): two versions of one class on a classpath is a bug waiting to happen."""
+    shipped = {_artifact(jar) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [jar for jar in maven_jars.jars("spark") if _artifact(jar) not in shipped]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator:
     """A local Spark session on loopback with the Kafka connector on its classpath."""
     if pyspark is None:
-        pytest.skip("pyspark is not installed: pip install 'kbroker[spark]' (pyspark>=3.5)")
+        unavailable("pyspark is not installed: pip install 'kbroker[spark]'")
     if shutil.which("java") is None:
-        pytest.skip("no java on PATH: Spark needs a JDK (17 for pyspark 3.5 and 4.x)")
-    setting, value = _connector_setting()
+        unavailable("no java on PATH: Spark needs a JDK (17 for pyspark 4.x)")
+    try:
+        jars = connector_jars()
+    except maven_jars.JarsUnavailable as error:
+        unavailable(f"Spark's Kafka connector jars: {error}")
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2]").appName("kbroker-compat")
-               .config(setting, value)
+               .config("spark.jars", ",".join(map(str, jars)))
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
@@ -253,7 +229,8 @@ def trimmed_topic(bootstrap: str) -> str:
     """One partition of 10 records whose first 4 DeleteRecords removed (log start offset 4)."""
     topic = create_topic(bootstrap)
     produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(10)])
-    (deleted,) = AdminClient({"bootstrap.servers": bootstrap}).delete_records([TopicPartition(topic, 0, 4)]).values()
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the future resolves: a dropped client cancels it
+    (deleted,) = admin.delete_records([TopicPartition(topic, 0, 4)]).values()
     assert deleted.result(15).low_watermark == 4
     return topic
 
@@ -294,17 +271,25 @@ def batch_sizes(query) -> list[int]:
 @pytest.fixture(scope="module")
 def available_now_runs(spark, bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Two availableNow runs sharing a checkpoint, with maxOffsetsPerTrigger 4: the first over 10 records,
-    the second after 3 more arrived."""
+    the second after 3 more arrived. Rows are collected with foreachBatch: Spark refuses to restart a memory
+    sink from a checkpoint."""
     topic = create_topic(bootstrap)
     checkpoint = tmp_path_factory.mktemp("spark-available-now") / "checkpoint"
     runs = {}
     for run, values in (("first", range(10)), ("second", range(10, 13))):
         produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in values])
-        query = start_stream(spark, bootstrap, topic, checkpoint, {"availableNow": True},
-                             startingOffsets="earliest", maxOffsetsPerTrigger="4")
+        collected: list[tuple] = []
+        stream = (spark.readStream.format("kafka")
+                  .options(**kafka_options(bootstrap, subscribe=topic, startingOffsets="earliest",
+                                           maxOffsetsPerTrigger="4"))
+                  .load().selectExpr("partition", "offset", "value"))
+        query = (stream.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+                 .foreachBatch(lambda batch, _, rows=collected: rows.extend(
+                     (r.partition, r.offset, _bytes(r.value)) for r in batch.collect()))
+                 .start())
         assert query.awaitTermination(120), "the availableNow query did not finish within 120 s"
         assert query.exception() is None, query.exception()
-        runs[run] = {"rows": stream_rows(spark, query), "batch_sizes": batch_sizes(query)}
+        runs[run] = {"rows": sorted(collected), "batch_sizes": batch_sizes(query)}
     return runs
 
 
