@@ -15,7 +15,7 @@ full fetch. Like Kafka, the cache is bounded (`max.incremental.fetch.session.cac
 from __future__ import annotations
 
 import asyncio
-import itertools
+import random
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -58,10 +58,14 @@ class SessionCache:
     def __init__(self, slots: int = SESSION_CACHE_SLOTS) -> None:
         self.slots = slots
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
-        self._ids = itertools.count(1)
 
     def create(self) -> FetchSession:
-        session = FetchSession(next(self._ids) % 0x7FFFFFFF + 1)
+        """A session under a random id, as Kafka's FetchSessionCache: ids counted from 1 would repeat after a
+        restart, and a client still holding an old session would be served another client's session."""
+        session_id = random.randint(1, 0x7FFFFFFF)
+        while session_id in self.sessions:
+            session_id = random.randint(1, 0x7FFFFFFF)
+        session = FetchSession(session_id)
         self.sessions[session.session_id] = session
         while len(self.sessions) > self.slots:
             self.sessions.popitem(last=False)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
+from kbroker.testing import running_broker
 from wire import messages
 from wire.errors import ErrorCode
 from wire.records import Record, build_batch
@@ -84,3 +87,16 @@ def test_unknown_session_is_fetch_session_id_not_found(client):
 def test_epoch_minus_one_is_a_sessionless_full_fetch(client):
     response = _fetch(client, 0, -1, {0: 0, 1: 0})
     assert response.session_id == 0 and _reported(response) == {0, 1}
+
+
+def test_a_session_from_before_a_restart_is_not_found_after_another_client_opened_one(tmp_path):
+    """Session ids are random, as Kafka's: ids counted from 1 again after a restart handed a consumer that still
+    held its old session (Spark's executors do) another client's session, and its partition was never served."""
+    with running_broker(tmp_path) as broker:
+        broker.broker.create_topic("sessions", 2)
+        with contextlib.closing(RawClient(broker.bootstrap_servers)) as before:
+            old_session = _fetch(before, 0, 0, {0: 0}).session_id
+    with running_broker(tmp_path) as broker, contextlib.closing(RawClient(broker.bootstrap_servers)) as other, \
+            contextlib.closing(RawClient(broker.bootstrap_servers)) as returning:
+        _fetch(other, 0, 0, {0: 0, 1: 0})
+        assert _fetch(returning, old_session, 1, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
