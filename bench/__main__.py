@@ -7,9 +7,11 @@ time budget, and writes:
 - the generated part of docs/performance.md (unless --no-docs);
 - PNG plots to docs/img/ (with --no-docs: to <DIR>/img/), when matplotlib is installed.
 
---quick is a smoke test of the whole harness (all suites in under two minutes); its figures
-are not results. Everything listens on 127.0.0.1; `--peer` adds an external broker (for
-example Apache Kafka) beside librdkafka's mock as a second peer.
+--quick is a smoke test of the whole harness (all suites in a couple of minutes); its figures
+are not results. Everything listens on 127.0.0.1. The peers kbroker is compared with are
+librdkafka's mock cluster and Apache Kafka (`--kafka-version`, default 4; started by the harness
+from Maven's jars when a JDK and the jars are available; `--no-kafka` leaves it out); `--peer`
+adds any external broker as one more.
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ from typing import Any
 
 from bench import plots, report
 from bench.harness import Context, Result, load_average, machine_facts
+from bench.peers import KafkaPeer, add_kafka_arguments
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DOCS = REPO / "docs" / "performance.md"
-ORDER = ["limits", "wire", "produce", "consume", "latency", "scale", "recovery", "groups"]
+ORDER = ["limits", "wire", "produce", "perftest", "consume", "latency", "scale", "recovery", "groups"]
 DEFAULT_BUDGET = (90, 1800)  # seconds (quick, full) for a suite that does not say
 GRACE_S = 30  # past its budget a suite gets this long to wind down before it is interrupted
 
@@ -87,12 +90,15 @@ def load_suite(name: str) -> tuple[ModuleType | None, str | None]:
         return None, f"cannot import bench.suites.{name}: {type(failure).__name__}: {failure}"
 
 
-def run_suite(module: ModuleType, name: str, args: argparse.Namespace, rounds: int, scratch: Path) -> dict[str, Any]:
+def run_suite(module: ModuleType, name: str, args: argparse.Namespace, rounds: int, scratch: Path,
+              kafka_peer: KafkaPeer | None) -> dict[str, Any]:
     budget = getattr(module, "TIME_BUDGET", DEFAULT_BUDGET)[0 if args.quick else 1]
+    if kafka_peer is not None and getattr(module, "COMPARES_WITH_KAFKA", False):
+        kafka_peer.get()  # started once, outside the suite's budget (a problem is noted by the suite)
     work_dir = scratch / name
     work_dir.mkdir(parents=True, exist_ok=True)
-    ctx = Context(quick=args.quick, work_dir=work_dir, peer=args.peer, rounds=rounds, event_loop=args.event_loop,
-                  deadline=time.monotonic() + budget)
+    ctx = Context(quick=args.quick, work_dir=work_dir, peer=args.peer, kafka=kafka_peer, rounds=rounds,
+                  event_loop=args.event_loop, deadline=time.monotonic() + budget)
     print(f"== {name} (budget {budget} s)", flush=True)
     load_before, started = load_average(), time.monotonic()
     results, error = [], None
@@ -110,8 +116,9 @@ def run_suite(module: ModuleType, name: str, args: argparse.Namespace, rounds: i
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("suites", nargs="*", metavar="suite", help=f"suites to run (default: all of {discover()})")
-    parser.add_argument("--quick", action="store_true", help="a smoke test: every suite tiny, < 2 min in all")
-    parser.add_argument("--peer", metavar="HOST:PORT", help="an external broker to compare with, besides the mock")
+    parser.add_argument("--quick", action="store_true", help="a smoke test: every suite tiny, minutes in all")
+    parser.add_argument("--peer", metavar="HOST:PORT", help="one more external broker to compare with")
+    add_kafka_arguments(parser)
     parser.add_argument("--rounds", type=int, help="interleaved rounds per figure (default 3; quick 1)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="write the JSON here instead of bench/results/")
     parser.add_argument("--no-docs", action="store_true", help="leave docs/ alone (plots go to <DIR>/img)")
@@ -144,7 +151,13 @@ def main(argv: list[str] | None = None) -> int:
                            "machine": machine_facts(), "suites": {}}
     modules: dict[str, ModuleType | None] = {}
     clock = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kbroker-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="kbroker-bench-") as scratch, contextlib.ExitStack() as stack:
+        kafka_peer, run["kafka"] = KafkaPeer.for_run(Path(scratch) / "kafka",
+                                                     None if args.no_kafka else args.kafka_version)
+        if kafka_peer is not None:
+            stack.callback(kafka_peer.close)
+        else:
+            print(f"note: no Apache Kafka peer: {run['kafka']}", flush=True)
         for name in names:
             module, error = load_suite(name)
             modules[name] = module
@@ -153,12 +166,14 @@ def main(argv: list[str] | None = None) -> int:
                                                "notes": [], "load_before": load_average(),
                                                "load_after": load_average(), "results": []}
             else:
-                run["suites"][name] = suite = run_suite(module, name, args, rounds, Path(scratch))
+                run["suites"][name] = suite = run_suite(module, name, args, rounds, Path(scratch), kafka_peer)
             print(report.text_table(suite["results"]))
             for note in suite["notes"]:
                 print(f"note: {note}")
             print(f"-- {name}: {suite['seconds']} s{', FAILED: ' + suite['error'] if suite['error'] else ''}\n",
                   flush=True)
+        if kafka_peer is not None:
+            run["kafka"] = kafka_peer.describe()
     run["seconds"] = round(time.monotonic() - clock, 1)
     write_outputs(run, modules, args)
     failed = [name for name, suite in run["suites"].items() if suite["error"]]

@@ -4,7 +4,7 @@ A suite is a module `bench/suites/<name>.py` (names starting with `_` are helper
 with a `run(ctx: Context) -> list[Result]`. It may also set `TIME_BUDGET = (quick_s, full_s)`:
 the harness stops a suite that overruns it (plus a grace period) and records the error.
 Every figure is kbroker's value next to a peer's value measured in the same run (the mock
-cluster or `--peer host:port`), so drift on a shared machine cancels out in the ratio.
+cluster, Apache Kafka, `--peer host:port`), so drift on a shared machine cancels out in the ratio.
 Figures that are neither (a physical limit, a client's own ceiling) go in `Result.reference`.
 """
 
@@ -20,7 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata as package_metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from bench.peers import KafkaPeer
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -30,7 +33,8 @@ R = TypeVar("R")
 class Context:
     quick: bool                 # --quick: tiny shapes, a smoke test that the harness works (< 2 min in all)
     work_dir: Path              # scratch space for broker data dirs; removed after the run
-    peer: str | None = None     # --peer host:port: an external broker to compare with (e.g. real Kafka)
+    peer: str | None = None     # --peer host:port: an external broker to compare with
+    kafka: KafkaPeer | None = None          # the run's Apache Kafka (bench.peers.KafkaPeer); None: --no-kafka
     rounds: int = 3             # interleaved A B A B rounds; figures are medians over rounds
     event_loop: str = "auto"                # `kbroker serve --event-loop` for the brokers the suites start
     deadline: float = math.inf              # time.monotonic() by which the suite must be done
@@ -52,7 +56,7 @@ class Result:
     metric: str                 # e.g. "msgs/s", "p99 ms", "RSS MiB", "s"
     kbroker: float | None
     peer: float | None = None
-    peer_name: str | None = None            # "librdkafka mock", or the --peer address
+    peer_name: str | None = None            # "librdkafka mock", "Apache Kafka <version>", or the --peer address
     higher_is_better: bool = True
     target: str | None = None               # e.g. ">= 1.0x peer", "<= 5 ms"; None when there is none
     params: dict[str, Any] = field(default_factory=dict)

@@ -44,6 +44,11 @@ class ProduceRun:
     def msgs_per_s(self) -> float:
         return self.records / self.seconds
 
+    @property
+    def broker_cpu_per_million(self) -> float | None:
+        """The broker process's CPU seconds (user + system) per million records; None for the in-process mock."""
+        return None if self.broker_cpu_seconds is None else 1e6 * self.broker_cpu_seconds / self.records
+
 
 def produce_for(broker: Broker, topic: str, partitions: int, values: list[bytes], seconds: float,
                 max_bytes: int, acks: str = "1", compression: str = "none", drain_s: float = 30) -> ProduceRun:

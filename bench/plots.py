@@ -82,7 +82,8 @@ def throughput(produce: list[dict[str, Any]], consume: list[dict[str, Any]], lim
     brokers: list[str] = []
     produce_acks = "1" if any(r["params"].get("acks") == "1" for r in produce) else None
     for axis, title, results in ((axes[0], "produce", produce), (axes[1], "consume", consume)):
-        chosen = [r for r in results if produce_acks is None or r["params"].get("acks", produce_acks) == produce_acks]
+        chosen = [r for r in results if r["metric"] == "msgs/s"
+                  and (produce_acks is None or r["params"].get("acks", produce_acks) == produce_acks)]
         mb = [{**r, "kbroker": r["kbroker"] * r["params"]["value_size"] / 1e6,
                "peer": None if r.get("peer") is None else r["peer"] * r["params"]["value_size"] / 1e6}
               for r in chosen if r.get("kbroker") is not None]

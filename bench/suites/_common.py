@@ -14,6 +14,7 @@ import ctypes
 import signal
 import socket
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -22,11 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import report
 from bench.harness import Context, Result
-from bench.peers import Broker, ExternalBroker, MockBroker
+from bench.peers import (
+    Broker,
+    ExternalBroker,
+    KafkaBroker,
+    KafkaPeer,
+    MockBroker,
+    add_kafka_arguments,
+    create_topics,
+    delete_topics,
+    run_kafka,
+)
 from kbroker.testing import BrokerProcess
 from wire import headers, messages
 
@@ -213,19 +223,22 @@ class TidyExternalBroker(ExternalBroker):
 
 
 @contextlib.contextmanager
-def comparison_peers(ctx: Context) -> Iterator[list[Broker]]:
-    """librdkafka's mock, then `--peer` when given (the order of bench.peers.peers)."""
+def comparison_peers(ctx: Context, with_kafka: bool = True) -> Iterator[list[Broker]]:
+    """librdkafka's mock, Apache Kafka (unless `with_kafka` is False or the run has none), then `--peer`
+    when given (the order of bench.peers.peers)."""
     with contextlib.ExitStack() as stack:
-        found: list[Broker] = [MockBroker()]
-        stack.callback(found[0].close)
+        mock = MockBroker()
+        stack.callback(mock.close)
+        found: list[Broker] = [mock, *(run_kafka(ctx, stack) if with_kafka else [])]
         if ctx.peer:
-            found.append(TidyExternalBroker(ctx.peer))
-            stack.callback(found[1].close)
+            external = TidyExternalBroker(ctx.peer)
+            stack.callback(external.close)
+            found.append(external)
         yield found
 
 
 def create_peer_topics(peer: Broker, partitions_by_topic: dict[str, int], timeout: float = 120) -> None:
-    if isinstance(peer, TidyExternalBroker):
+    if isinstance(peer, TidyExternalBroker | KafkaBroker):
         peer.create_topics(partitions_by_topic, timeout)
         return
     deadline = Deadline(timeout)
@@ -257,29 +270,6 @@ def per_peer(suite: str, name: str, metric: str, kbroker: float | None, peer_fig
         return [Result(suite, name, metric, kbroker, **fields)]
     return [Result(suite, name, metric, kbroker, figure, peer_name, **fields)
             for peer_name, figure in peer_figures.items()]
-
-
-def create_topics(bootstrap: str, partitions_by_topic: dict[str, int], timeout: float = 120,
-                  config: dict[str, str] | None = None, per_request: int = 50) -> None:
-    """Create topics (replication factor 1) a few dozen per CreateTopics request."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGGING})
-    deadline = Deadline(timeout)
-    names = list(partitions_by_topic)
-    for start in range(0, len(names), per_request):
-        batch = [NewTopic(name, partitions_by_topic[name], 1, config=config or {})
-                 for name in names[start:start + per_request]]
-        for future in admin.create_topics(batch, request_timeout=max(1.0, deadline.left())).values():
-            future.result(max(1.0, deadline.left()))
-
-
-def delete_topics(bootstrap: str, names: list[str], timeout: float = 60) -> None:
-    """Best effort: used to leave an external peer as it was found."""
-    if not names:
-        return
-    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_LOGGING})
-    for future in admin.delete_topics(names, request_timeout=timeout).values():
-        with contextlib.suppress(KafkaException):
-            future.result(timeout)
 
 
 def produce_rate(bootstrap: str, partitions: list[tuple[str, int]], count: int, value: bytes = VALUE_100B,
@@ -454,20 +444,28 @@ def run_parts(ctx: Context, suite: str, time_budget: tuple[int, int], shape: obj
 
 def run_alone(run: Callable[[Context], list[Result]], description: str, budget_s: tuple[int, int],
               argv: list[str] | None = None) -> None:
-    """`python -m bench.suites.<name> [--quick] [--rounds N] [--peer host:port]`: print a table."""
+    """`python -m bench.suites.<name> [--quick] [--rounds N] [--peer host:port] [--no-kafka]`: print a table."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny shapes: a smoke test")
     parser.add_argument("--rounds", type=int, help="interleaved rounds per figure (default 3; quick 1)")
     parser.add_argument("--peer", help="an external broker host:port to compare with, besides the mock")
+    add_kafka_arguments(parser)
     parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: a temporary directory)")
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
         work_dir = args.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-bench-")))
+        kafka_peer, why_not = KafkaPeer.for_run(work_dir / "kafka", None if args.no_kafka else args.kafka_version)
+        if kafka_peer is not None:
+            stack.callback(kafka_peer.close)
+            if getattr(sys.modules[run.__module__], "COMPARES_WITH_KAFKA", False):
+                kafka_peer.get()  # before the suite's clock starts, as `python -m bench` does
         started = time.monotonic()
-        ctx = Context(quick=args.quick, work_dir=work_dir, peer=args.peer,
+        ctx = Context(quick=args.quick, work_dir=work_dir, peer=args.peer, kafka=kafka_peer,
                       rounds=args.rounds or (1 if args.quick else 3), event_loop=args.event_loop,
                       deadline=started + budget_s[0 if args.quick else 1])
+        if why_not:
+            ctx.notes.append(f"no Apache Kafka peer: {why_not}")
         results = run(ctx)
         print(report.text_table([r.as_json() for r in results]))
         for note in ctx.notes:

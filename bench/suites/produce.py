@@ -1,4 +1,4 @@
-"""Produce throughput: kbroker against librdkafka's mock (and `--peer`), same client, same shapes.
+"""Produce throughput: kbroker against librdkafka's mock and Apache Kafka (and `--peer`), same client, same shapes.
 
 Shapes: values of 100 B, 1 KiB and 10 KiB; acks 0, 1 and all; compression none and lz4;
 1 and 16 partitions (36 shapes; --quick runs two of them). The client is confluent-kafka with
@@ -10,7 +10,10 @@ then waits for every acknowledgement; the rate is records / (first produce() to 
 Brokers are interleaved round by round (A B, B A, ...) on a fresh topic per shape, and each
 figure is the median over rounds. Every round also times the client alone (produce() calls per
 second into a client with no broker, 0.3 s); when the mock reaches 80% of that, the figure
-measures the client rather than the brokers, and the result says so.
+measures the client rather than the brokers, and the result says so. Below each shape, the CPU
+a record costs the broker: CPU seconds (user + system, /proc/<pid>/stat) of the broker process
+alone per million records, over the measured window; kbroker and Apache Kafka are processes of
+their own, the mock runs inside the client, so it has no figure there.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bench.load import ProduceRun, client_produce_ceiling, produce_for, value_po
 from bench.peers import Broker, kbroker, peers
 
 SUITE = "produce"
+COMPARES_WITH_KAFKA = True  # the harness starts the run's Kafka before this suite's clock
 TIME_BUDGET = (45, 1800)
 SIZES = (100, 1024, 10 * 1024)
 ACKS = ("0", "1", "all")
@@ -123,4 +127,19 @@ def compare(shape: Shape, runs: dict[str, list[ProduceRun]], broker: Broker, oth
                     "peer_mb_per_s": peer_rate * shape.value_size / 1e6,
                     "paired_round_ratios": [a.msgs_per_s / b.msgs_per_s for a, b in zip(mine, theirs, strict=False)]},
             note=note))
-    return results
+    return results + cpu_cost(SUITE, f"produce {shape.label}", mine,
+                              {o.name: runs[o.name] for o in others if o.pid is not None})
+
+
+CPU_METRIC = "broker CPU s / 1M records"
+
+
+def cpu_cost(suite: str, name: str, mine: list[ProduceRun], theirs: dict[str, list[ProduceRun]]) -> list[Result]:
+    """The broker CPU each million records cost: kbroker's against each peer that is a process of its own."""
+    kbroker_cost = median([r.broker_cpu_per_million for r in mine])
+    params = {"kbroker_rounds": [r.broker_cpu_per_million for r in mine]}
+    if not theirs:
+        return [Result(suite, name, CPU_METRIC, kbroker_cost, higher_is_better=False, params=params)]
+    return [Result(suite, name, CPU_METRIC, kbroker_cost, median([r.broker_cpu_per_million for r in runs]), peer,
+                   higher_is_better=False, params={**params, "peer_rounds": [r.broker_cpu_per_million for r in runs]})
+            for peer, runs in theirs.items()]

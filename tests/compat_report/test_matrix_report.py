@@ -96,7 +96,9 @@ def test_without_any_marker():
 def fake_compat(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini(INI)
     pytester.makeconftest((COMPAT_DIR / "conftest.py").read_text())
-    pytester.makepyfile(matrix=(COMPAT_DIR / "matrix.py").read_text())
+    pytester.makepyfile(**{name: (COMPAT_DIR / f"{name}.py").read_text()  # what conftest.py imports
+                           for name in ("matrix", "kafka_process", "maven_jars", "java_harness")})
+    pytester.mkdir("java").joinpath("pom.xml").write_text((COMPAT_DIR / "java" / "pom.xml").read_text())
     pytester.makepyfile(test_fake_compat=FAKE_SUITE, test_unmarked=UNMARKED)
     return pytester
 
