@@ -3,7 +3,8 @@
     harness = compile_harness(workdir, "4")          # kafka-clients 4.x (jar set clients-4 of java/pom.xml)
     harness.run("produce", bootstrap, topic, 0, 10)  # one short JVM printing JSON lines
 
-GENERATIONS maps the generation names tests parametrize over to the jar sets of compat-tests/java/pom.xml.
+GENERATIONS maps the generation names tests parametrize over (with the `generations` fixture decorator) to the
+jar sets of compat-tests/java/pom.xml.
 Without a JDK or the jars the calling test skips locally and fails under CI (CI set in the environment),
 so the suite cannot pass vacuously.
 """
@@ -25,6 +26,12 @@ JAVA_DIR = Path(__file__).parent / "java"
 HARNESS_SOURCES = (JAVA_DIR / "KafkaHarness.java", JAVA_DIR / "ConsumerGroupHarness.java")
 GENERATIONS = {"3.9": "clients-3.9", "4": "clients-4"}  # the last ZooKeeper-era line, and the newest
 NEWEST = "4"
+
+
+def generations(scope: str = "session"):
+    """A fixture decorator parametrized over GENERATIONS (ids "java-3.9", "java-4"): request.param is one."""
+    return pytest.fixture(scope=scope, params=sorted(GENERATIONS), ids=[f"java-{g}" for g in sorted(GENERATIONS)])
+
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")  # startup over peak speed
 
 

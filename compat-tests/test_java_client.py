@@ -20,18 +20,34 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from confluent_client import consume, produce
-from java_harness import GENERATIONS, JavaHarness, compile_harness
+from java_harness import JavaHarness, compile_harness, generations
 from matrix import codec_params
 
 pytestmark = pytest.mark.client("java")
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 BASE_TIMESTAMP = 1_700_000_000_000  # KafkaHarness.BASE_TIMESTAMP: record i carries BASE + 1000 * i
+KEEP_FOREVER = {"retention.ms": "-1"}  # records stamped in 2023 are past the default 7-day retention
 
 
-@pytest.fixture(scope="session", params=sorted(GENERATIONS), ids=[f"java-{g}" for g in sorted(GENERATIONS)])
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """A topic whose time retention never deletes: the broker's retention check (Kafka's first runs 30 s after
+    start, then every 5 min) would otherwise delete the old-stamped records these tests write under them."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=KEEP_FOREVER)
+    admin.create_topics([new])[topic].result(15)
+
+
+@generations()
 def java(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> JavaHarness:
     """The harness on kafka-clients of each generation: every test here runs once per generation."""
     return compile_harness(tmp_path_factory.mktemp(f"java-harness-{request.param}"), request.param)
+
+
+@pytest.fixture
+def new_topic(bootstrap: str, topic_name: str) -> str:
+    """conftest's fresh 3-partition topic, kept past time retention (see _create_topic)."""
+    _create_topic(bootstrap, topic_name, 3)
+    return topic_name
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -138,8 +154,7 @@ OFFSET_SPECS = {"earliest": "earliest", "latest": "latest",
 def listed_offsets(java, bootstrap) -> dict[str, dict]:
     """One harness call answering every OFFSET_SPECS query for partition 1 of a fresh topic."""
     topic = f"compat-offsets-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(15)
+    _create_topic(bootstrap, topic, 2)
     produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 1, "timestamp": ts}
                                           for i, ts in enumerate(OFFSET_TIMESTAMPS)])
     lines = java.run("list-offsets", bootstrap, topic, 1, *OFFSET_SPECS.values())
@@ -217,14 +232,14 @@ def spark_calls(java, bootstrap) -> dict:
     10 records (timestamps BASE + 1000 * i) in partition 0 of which DeleteRecords removed the first 4,
     3 early records in partition 1, none in 2. Topic `narrow` has 5 records after every timestamp."""
     wide, narrow = (f"compat-spark-{name}-{uuid.uuid4().hex[:8]}" for name in ("wide", "narrow"))
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     for topic, partitions in ((wide, 3), (narrow, 1)):
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+        _create_topic(bootstrap, topic, partitions)
     produce(bootstrap, wide, [{"value": f"w{i}".encode(), "partition": 0, "timestamp": BASE_TIMESTAMP + 1000 * i}
                               for i in range(10)]
             + [{"value": b"early", "partition": 1, "timestamp": BASE_TIMESTAMP + i} for i in range(3)])
     produce(bootstrap, narrow, [{"value": b"n", "partition": 0, "timestamp": BASE_TIMESTAMP + 10_000 + i}
                                 for i in range(5)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     (deleted,) = admin.delete_records([TopicPartition(wide, 0, 4)]).values()
     assert deleted.result(15).low_watermark == 4
     _commit_one_offset(bootstrap, narrow)  # so __consumer_offsets exists for the listing with internal topics

@@ -1,6 +1,6 @@
 // Java kafka-clients consumers in one group, for compat-tests/test_consumer_protocol.py.
 //
-// Compiled together with KafkaHarness.java (whose JSON printer it uses) against kafka-clients
+// Compiled together with KafkaHarness.java (whose JSON printer it uses) against kafka-clients 3.9.x or 4.x
 // as Maven resolved them (compat-tests/java_harness.py); one run is one JVM:
 //
 //   group-consume <bootstrap> <topic> <group> <members> <expected> <protocol>

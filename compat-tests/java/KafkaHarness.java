@@ -1,9 +1,10 @@
 // A command-line harness that drives the official Java kafka-clients against a broker.
 //
 // compat-tests/java_harness.py compiles this file with javac at test time, against kafka-clients
-// 3.9 or 4.x as Maven resolved them (pom.xml beside this file), and runs one subcommand per JVM. Every subcommand prints one JSON object per line on stdout and exits
-// non-zero on failure (after printing a {"type": "error", ...} line). Keys, values and header
-// values are printed base64-encoded (null stays null), so binary data compares exactly.
+// 3.9.x or 4.x as Maven resolved them (jar sets clients-3.9 and clients-4 of pom.xml beside this
+// file), and runs one subcommand per JVM. Every subcommand prints one JSON object per line on
+// stdout and exits non-zero on failure (after printing a {"type": "error", ...} line). Keys,
+// values and header values are printed base64-encoded (null stays null), so binary data compares exactly.
 //
 //   produce        <bootstrap> <topic> <partition> <count> [compression] [acks]
 //   consume-assign <bootstrap> <topic> <partition> <offset|earliest|latest> <count>

@@ -99,7 +99,7 @@ def _member(broker: Broker, member: ConsumerGroupMember, target: TopicPartitions
         member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
         member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
         subscribed_topic_names=list(member.subscribed_topic_names),
-        subscribed_topic_regex=member.subscribed_topic_regex,
+        subscribed_topic_regex=member.subscribed_topic_regex or "",  # Kafka's member default: no regex is ""
         assignment=_assignment(broker, member.assigned), target_assignment=_assignment(broker, target))
     if version >= 1:
         entry.member_type = MEMBER_TYPE_CONSUMER

@@ -1,8 +1,8 @@
 """From one request frame to one response frame: header, version check, decode, handle, encode.
 
 Malformed frames raise `MalformedRequest`, on which the network layer closes that one
-connection, as Kafka does. A known API at a version we do not serve gets
-UNSUPPORTED_VERSION; an ApiVersions request of an unknown version gets a v0 answer listing
+connection, as Kafka does, and so does a served API at a version outside its range. An API we
+do not serve gets UNSUPPORTED_VERSION; an ApiVersions request of an unknown version gets a v0 answer listing
 our ranges (KIP-511).
 """
 
@@ -128,6 +128,8 @@ def _unsupported(header, api_key: int, version: int) -> ResponseFrame:
         return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response())
     if api_key not in messages.apis():
         raise MalformedRequest(f"unknown API key {api_key}")
+    if api_key in HANDLERS:  # a served API at a version outside its range: Kafka closes the connection
+        raise MalformedRequest(f"{messages.api(api_key).name} v{version} is not served")
     return _frame(header.correlation_id, api_key, _closest_version(api_key, version),
                   _error_response(api_key, ErrorCode.UNSUPPORTED_VERSION))
 

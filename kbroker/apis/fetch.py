@@ -107,11 +107,15 @@ def _wanted(broker: Broker, request, version: int) -> list[SessionPartition]:
 
 
 def _partition_data(index: int, error: int, log=None, records=b""):
-    high_watermark = log.high_watermark if log is not None else -1
+    """As Kafka answers: a partition that failed reports no offsets (-1), and one of a topic the broker does
+    not know (refused before any read) an empty, not null, list of aborted transactions."""
+    read = log is not None and error == ErrorCode.NONE
+    high_watermark = log.high_watermark if read else -1
+    unknown = error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
     return Response.PartitionData(
         partition_index=index, error_code=error, high_watermark=high_watermark,
-        last_stable_offset=high_watermark, log_start_offset=log.log_start_offset if log is not None else -1,
-        aborted_transactions=None, preferred_read_replica=-1, records=records)
+        last_stable_offset=high_watermark, log_start_offset=log.log_start_offset if read else -1,
+        aborted_transactions=[] if unknown else None, preferred_read_replica=-1, records=records)
 
 
 def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool):
@@ -128,7 +132,7 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
     try:
         chunk = log.read(wanted.fetch_offset, limit, log.high_watermark) if limit > 0 or first else None
     except OffsetOutOfRangeError:
-        return _partition_data(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE, log), 0
+        return _partition_data(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
     except OSError as error:
         offline = broker.logs.io_error(log, error, f"reading {wanted.name}-{wanted.partition}")
         return _partition_data(wanted.partition, offline.error_code), 0
