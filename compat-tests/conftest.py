@@ -55,7 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--bootstrap") and config.getoption("--target") != "kbroker":
         raise pytest.UsageError("--bootstrap and --target both name the broker: give one")
-    report = matrix.MatrixReport(config, Path(__file__).parent, _describe_broker(config), matrix.report_path(config))
+    report = matrix.MatrixReport(config, Path(__file__).parent, _describe_broker(config), matrix.report_path(config),
+                                 _broker_label(config))
     config.pluginmanager.register(report, "compat-matrix")
 
 
@@ -72,6 +73,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses_target = TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if item.path.resolve().is_relative_to(compat_dir) and not uses_target:
             item.add_marker(skip)
+
+
+def _broker_label(config: pytest.Config) -> str:
+    """The broker's short name, heading its column in a side-by-side matrix."""
+    target = config.getoption("--target")
+    if config.getoption("--bootstrap"):
+        return config.getoption("--bootstrap")
+    if target in ("kafka", "kafka-zk"):
+        version = maven_jars.version_of(kafka_process.VERSIONS[_kafka_version(config)], "kafka_2.13")
+        return f"Kafka {version}" + (" (ZooKeeper)" if target == "kafka-zk" else "")
+    return "Kafka (container)" if target == "kafka-container" else "kbroker"
 
 
 def _describe_broker(config: pytest.Config) -> str:
@@ -182,12 +194,10 @@ def topic_name() -> str:
 
 @pytest.fixture
 def new_topic(bootstrap: str, topic_name: str):
-    """A fresh 3-partition topic created through the AdminClient."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """A fresh 3-partition topic created through the AdminClient, once the broker's metadata shows it."""
+    from settle import create_topic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic_name, num_partitions=3, replication_factor=1)])[topic_name].result(15)
-    return topic_name
+    return create_topic(bootstrap, topic_name, 3)
 
 
 def _broker_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,

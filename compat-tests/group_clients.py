@@ -9,7 +9,11 @@ not report it (aiokafka's committed() gives the offset only).
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -18,6 +22,56 @@ from java_harness import compile_harness
 Offsets = dict[int, tuple[int, str]]
 Committed = dict[int, tuple[int | None, str | None]]
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka", "java")
+T = TypeVar("T")
+
+
+def once_coordinator_ready(call: Callable[[], T], timeout: float = 30) -> T:
+    """`call()`, retried while confluent-kafka raises a coordinator-not-ready error: Kafka creates
+    __consumer_offsets on the first FindCoordinator and loads its partitions (also after a restart) in the
+    background, answering NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS until done; librdkafka does not
+    retry those for a commit or committed() outside a group generation."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    not_ready = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                 KafkaError.COORDINATOR_NOT_AVAILABLE}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except KafkaException as error:
+            if error.args[0].code() not in not_ready or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+HEARTBEAT_KEY = 68  # ConsumerGroupHeartbeat
+
+
+def api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """{api key: (lowest, highest)} from the broker's ApiVersions v0 answer, read off a plain socket (kafka-python
+    2.x/3.x cannot parse the answer of a broker with API keys it does not know, such as Kafka 4.4's)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = b"compat-tests"
+    body = struct.pack(">hhih", 18, 0, 1, len(client)) + client
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(struct.pack(">i", len(body)) + body)
+        reader = connection.makefile("rb")
+        (size,) = struct.unpack(">i", reader.read(4))
+        answer = reader.read(size)
+    _, error, count = struct.unpack_from(">ihi", answer)
+    assert error == 0, f"ApiVersions answered error {error}"
+    keys = (struct.unpack_from(">hhh", answer, 10 + 6 * i) for i in range(count))
+    return {key: (lowest, highest) for key, lowest, highest in keys}
+
+
+def skip_without_heartbeat_v1(bootstrap: str) -> None:
+    """Skips unless the broker serves ConsumerGroupHeartbeat v1 (asked with ApiVersions): librdkafka's consumer
+    protocol (GA in 2.12) sends v1 (KIP-1082, the member id chosen by the client), which Kafka serves from 4.0;
+    Kafka 3.9 has v0 only, its KIP-848 preview, and a librdkafka member never gets an assignment there."""
+    highest = api_versions(bootstrap).get(HEARTBEAT_KEY, (0, -1))[1]
+    if highest < 1:
+        pytest.skip(f"the broker serves ConsumerGroupHeartbeat up to v{highest}; librdkafka's consumer protocol "
+                    "needs v1 (Kafka 4.0+)")
 
 
 # ---- confluent-kafka --------------------------------------------------------------------------
@@ -33,8 +87,8 @@ def commit_confluent(bootstrap: str, group: str, topic: str, offsets: Offsets) -
 
     consumer = _confluent_consumer(bootstrap, group)
     try:
-        results = consumer.commit(offsets=[TopicPartition(topic, p, o, metadata=m) for p, (o, m) in offsets.items()],
-                                  asynchronous=False)
+        wanted = [TopicPartition(topic, p, o, metadata=m) for p, (o, m) in offsets.items()]
+        results = once_coordinator_ready(lambda: consumer.commit(offsets=wanted, asynchronous=False))
         assert all(tp.error is None for tp in results), results
     finally:
         consumer.close()
@@ -45,7 +99,8 @@ def committed_confluent(bootstrap: str, group: str, topic: str, partitions: list
 
     consumer = _confluent_consumer(bootstrap, group)
     try:
-        found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=15)
+        found = once_coordinator_ready(lambda: consumer.committed([TopicPartition(topic, p) for p in partitions],
+                                                                  timeout=15))
     finally:
         consumer.close()
     return {tp.partition: (tp.offset if tp.offset >= 0 else None, _confluent_metadata(tp)) for tp in found}

@@ -7,6 +7,11 @@ compat-tests/conftest.py registers `MatrixReport` and the `--matrix [PATH]` opti
 Under pytest-xdist the workers collect and run the tests while the controller receives every
 report through `pytest_runtest_logreport`; the markers travel with the report as a user property,
 so the controller, which collects nothing, still knows each test's cell.
+
+`--outcomes PATH` writes one run's outcomes as JSON (the broker it ran against and every test's cell
+and status); `render_comparison` lays several such runs (kbroker, Kafka 4.x, Kafka 3.9) side by side in
+one table and lists every cell where they differ, which is what scripts/gen_compat_matrix.py puts in
+docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -67,10 +72,16 @@ SCENARIO_ORDER = (
     "Cross-client: committed offsets",
     "Spark batch read: subscribe, subscribePattern, assign",
     "Spark batch read: starting and ending offsets",
+    "Spark batch read: minPartitions",
     "Spark failOnDataLoss after DeleteRecords",
+    "Spark failOnDataLoss after retention",
     "Spark streaming: availableNow and maxOffsetsPerTrigger",
     "Spark streaming: micro-batches while producing",
+    "Spark streaming: checkpoint, stop and restart",
+    "Spark streaming: broker restart during a query",
     'Spark write: df.write.format("kafka")',
+    "Spark write: streaming kafka sink",
+    "Spark pipeline: event-time windows with a watermark, kafka to kafka",
     "Spark offset lookups via Java AdminClient",
     "Spark topic discovery via Java AdminClient",
     "Spark executor reads via Java consumer",
@@ -96,6 +107,10 @@ def add_options(parser: pytest.Parser) -> None:
         "--matrix", nargs="?", const=DEFAULT_REPORT, default=None, metavar="PATH",
         help=f"write the compatibility matrix as Markdown to PATH (default {DEFAULT_REPORT}); "
              "give it as --matrix=PATH or after the test paths")
+    parser.getgroup("compatibility matrix").addoption(
+        "--outcomes", default=None, metavar="PATH",
+        help="write every compat test's cell and outcome as JSON to PATH, for a side-by-side matrix of several "
+             "brokers (scripts/gen_compat_matrix.py)")
 
 
 def report_path(config: pytest.Config) -> Path | None:
@@ -200,10 +215,12 @@ def merge(outcomes: Iterable[Outcome]) -> Cell:
 class MatrixReport:
     """Tags compat tests with their cell at collection and gathers their outcomes on the controller."""
 
-    def __init__(self, config: pytest.Config, compat_dir: Path, broker: str, path: Path | None) -> None:
+    def __init__(self, config: pytest.Config, compat_dir: Path, broker: str, path: Path | None,
+                 label: str = "broker") -> None:
         self.config = config
         self.compat_dir = compat_dir.resolve()
         self.broker = broker
+        self.label = label
         self.path = path
         self.outcomes: dict[str, Outcome] = {}
 
@@ -232,7 +249,12 @@ class MatrixReport:
         outcome.update(*contribution)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.path is None or hasattr(self.config, "workerinput"):
+        if hasattr(self.config, "workerinput"):
+            return
+        outcomes_path = self.config.getoption("--outcomes")
+        if outcomes_path:
+            Run(self.label, self.broker, list(self.outcomes.values())).save(Path(outcomes_path))
+        if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(render(self.outcomes.values(), self.broker, client_versions(self.compat_dir)),
@@ -241,6 +263,40 @@ class MatrixReport:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.path is not None and not hasattr(self.config, "workerinput"):
             terminalreporter.write_line(f"compatibility matrix written to {self.path}")
+
+
+# ---- one run as JSON ------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """One pytest run of the suite against one broker: `label` heads its column ("kbroker", "Kafka 4.4.0")."""
+    label: str
+    broker: str
+    outcomes: list[Outcome]
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        outcomes = [vars(outcome) for outcome in self.outcomes]
+        path.write_text(json.dumps({"label": self.label, "broker": self.broker, "outcomes": outcomes}, indent=1),
+                        encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(data["label"], data["broker"], [Outcome(**outcome) for outcome in data["outcomes"]])
+
+    def cells(self) -> dict[tuple[str, str], Cell]:
+        """{(scenario, client): merged cell} of every cell this run has a test for."""
+        by_cell: dict[tuple[str, str], list[Outcome]] = {}
+        for outcome in self.outcomes:
+            for scenario in outcome.scenarios:
+                by_cell.setdefault((scenario, outcome.client), []).append(outcome)
+        return {key: merge(tests) for key, tests in by_cell.items()}
+
+    def counts(self) -> str:
+        counts = {status: sum(o.status == status for o in self.outcomes) for status in RANK}
+        return (f"{len(self.outcomes)}: {counts[PASS]} passed, {counts[FAIL]} failed, "
+                f"{counts[KNOWN_FAIL]} known failures (xfail), {counts[SKIP]} skipped")
 
 
 # ---- Markdown -------------------------------------------------------------------------------
@@ -253,31 +309,25 @@ def _ordered(names: Iterable[str], order: tuple[str, ...]) -> list[str]:
 
 def render(outcomes: Iterable[Outcome], broker: str, versions: dict[str, str],
            today: datetime.date | None = None) -> str:
-    outcomes = list(outcomes)
-    by_cell: dict[tuple[str, str], list[Outcome]] = {}
-    for outcome in outcomes:
-        for scenario in outcome.scenarios:
-            by_cell.setdefault((scenario, outcome.client), []).append(outcome)
+    run = Run("", broker, list(outcomes))
+    by_cell = run.cells()
     clients = _ordered({client for _, client in by_cell}, CLIENT_ORDER)
     scenarios = _ordered({scenario for scenario, _ in by_cell}, SCENARIO_ORDER)
     footnotes: dict[str, int] = {}
 
     def cell_text(scenario: str, client: str) -> str:
-        tests = by_cell.get((scenario, client))
-        if not tests:
+        cell = by_cell.get((scenario, client))
+        if cell is None:
             return ""
-        cell = merge(tests)
         marks = "".join(f"[^{footnotes.setdefault(note, len(footnotes) + 1)}]" for note in cell.notes)
         return SYMBOL[cell.status] + marks
 
     rows = [f"| {_escape(scenario)} | " + " | ".join(cell_text(scenario, client) for client in clients) + " |"
             for scenario in scenarios]
-    counts = {status: sum(o.status == status for o in outcomes) for status in RANK}
     lines = [
         f"- **Broker:** {broker}",
         f"- **Date:** {(today or datetime.datetime.now(datetime.UTC).date()).isoformat()}",
-        f"- **Tests:** {len(outcomes)}: {counts[PASS]} passed, {counts[FAIL]} failed, "
-        f"{counts[KNOWN_FAIL]} known failures (xfail), {counts[SKIP]} skipped",
+        f"- **Tests:** {run.counts()}",
         "- **Clients:**",
         *(f"  - {name} {version}" for name, version in versions.items()),
         "",
@@ -294,6 +344,71 @@ def render(outcomes: Iterable[Outcome], broker: str, versions: dict[str, str],
 
 def _escape(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
+
+
+def render_comparison(runs: list[Run], versions: dict[str, str], today: datetime.date | None = None) -> str:
+    """One table for several runs: a cell per (scenario, client) holds one symbol when every broker agrees,
+    else each broker's symbol in the order of `runs` (kbroker first); then every cell where they differ."""
+    cells = [run.cells() for run in runs]
+    keys = {key for run_cells in cells for key in run_cells}
+    clients = _ordered({client for _, client in keys}, CLIENT_ORDER)
+    scenarios = _ordered({scenario for scenario, _ in keys}, SCENARIO_ORDER)
+    footnotes: dict[str, int] = {}
+
+    def marks(cell: Cell) -> str:
+        return "".join(f"[^{footnotes.setdefault(note, len(footnotes) + 1)}]" for note in cell.notes)
+
+    def cell_text(key: tuple[str, str]) -> str:
+        found = [run_cells.get(key) for run_cells in cells]
+        if not any(found):
+            return ""
+        if _agree(found):
+            return SYMBOL[found[0].status] + marks(found[0])
+        return " · ".join(SYMBOL[cell.status] + marks(cell) if cell else "-" for cell in found)
+
+    order = " · ".join(run.label for run in runs)
+    lines = [
+        f"- **Date:** {(today or datetime.datetime.now(datetime.UTC).date()).isoformat()}",
+        "- **Brokers** (one pytest run each, in this order in a cell where they differ):",
+        *(f"  - **{run.label}**: {run.broker}; tests {run.counts()}" for run in runs),
+        "- **Clients:**",
+        *(f"  - {name} {version}" for name, version in versions.items()),
+        "",
+        "✅ passes · ❌ fails · ❌ known: an expected failure (xfail) · ⏭ skipped · empty: no test yet. "
+        f"One symbol: every broker agrees; otherwise {order}, with - where a run has no test.",
+        "",
+        "| Scenario | " + " | ".join(clients) + " |",
+        "|---|" + "---|" * len(clients),
+        *(f"| {_escape(scenario)} | " + " | ".join(cell_text((scenario, client)) for client in clients) + " |"
+          for scenario in scenarios),
+    ]
+    if footnotes:
+        lines += ["", *(f"[^{number}]: {_escape(note)}" for note, number in footnotes.items())]
+    lines += ["", "### Differences from Kafka", "", *differences(runs, cells, scenarios, clients)]
+    return "\n".join(lines) + "\n"
+
+
+def _agree(found: list[Cell | None]) -> bool:
+    return all(cell is not None and cell.status == found[0].status for cell in found)
+
+
+def differences(runs: list[Run], cells: list[dict[tuple[str, str], Cell]], scenarios: list[str],
+                clients: list[str]) -> list[str]:
+    """A bullet per (scenario, client) whose outcome is not the same on every broker, with each broker's
+    outcome and the reasons (xfail reason, skip reason, failing test)."""
+    bullets = []
+    for scenario in scenarios:
+        for client in clients:
+            found = [run_cells.get((scenario, client)) for run_cells in cells]
+            if not any(found) or _agree(found):
+                continue
+            outcomes = ", ".join(f"{run.label} {SYMBOL[cell.status] if cell else 'no test'}"
+                                 for run, cell in zip(runs, found, strict=True))
+            reasons = "; ".join(f"{run.label}: {note}" for run, cell in zip(runs, found, strict=True) if cell
+                                for note in cell.notes)
+            bullets.append(f"- **{_escape(scenario)}** ({client}): {outcomes}" + (f". {_escape(reasons)}"
+                                                                                 if reasons else ""))
+    return bullets or ["None: every scenario has the same outcome on every broker."]
 
 
 # ---- client versions ------------------------------------------------------------------------

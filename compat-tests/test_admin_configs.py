@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -14,6 +15,8 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
 )
+
+from settle import eventually
 
 TIMEOUT = 15
 # the legacy AlterConfigs API is deprecated in the clients, but brokers still serve it and we test it
@@ -42,11 +45,20 @@ def _describe(admin: AdminClient, restype: str, name: str) -> dict[str, ConfigEn
     return future.result(TIMEOUT)
 
 
+def _describe_when(admin: AdminClient, topic: str, holds: Callable[[dict[str, ConfigEntry]], bool]
+                   ) -> dict[str, ConfigEntry]:
+    """The topic's configs once `holds(configs)`: a KRaft broker shows an altered config a moment after the
+    alter was answered (settle.py)."""
+    return eventually(lambda: _describe(admin, "TOPIC", topic), holds)
+
+
 def _set(admin: AdminClient, topic: str, **configs: str) -> None:
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in configs.items()]
+    """Sets topic configs (retention_ms= for retention.ms) and waits until describe shows them."""
+    values = {k.replace("_", "."): v for k, v in configs.items()}
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in values.items()]
     [future] = admin.incremental_alter_configs([ConfigResource("TOPIC", topic, incremental_configs=entries)]).values()
     future.result(TIMEOUT)
+    _describe_when(admin, topic, lambda described: all(described[k].value == v for k, v in values.items()))
 
 
 def _error_code(future) -> int:
@@ -79,8 +91,12 @@ def test_describe_configs_reports_an_untouched_topic_config_as_default(admin, ne
 @confluent
 @describe_alter_configs
 def test_incremental_set_is_described_as_a_dynamic_topic_config(admin, new_topic):
-    _set(admin, new_topic, retention_ms="3600000")
-    entry = _describe(admin, "TOPIC", new_topic)["retention.ms"]
+    entry = ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+    [future] = admin.incremental_alter_configs([ConfigResource("TOPIC", new_topic, incremental_configs=[entry])]
+                                               ).values()
+    future.result(TIMEOUT)
+    entry = _describe_when(admin, new_topic, lambda described: described["retention.ms"].value == "3600000"
+                           )["retention.ms"]
     assert (entry.value, entry.source) == ("3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
 
 
@@ -92,7 +108,8 @@ def test_incremental_delete_restores_the_default(admin, new_topic):
     [future] = admin.incremental_alter_configs([ConfigResource("TOPIC", new_topic, incremental_configs=[delete])]
                                                ).values()
     future.result(TIMEOUT)
-    assert _describe(admin, "TOPIC", new_topic)["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    described = _describe_when(admin, new_topic, lambda configs: configs["retention.ms"].value != "3600000")
+    assert described["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
 @confluent
@@ -102,7 +119,8 @@ def test_incremental_append_adds_to_a_list_config(admin, new_topic):
     [future] = admin.incremental_alter_configs([ConfigResource("TOPIC", new_topic, incremental_configs=[append])]
                                                ).values()
     future.result(TIMEOUT)
-    assert set(_describe(admin, "TOPIC", new_topic)["cleanup.policy"].value.split(",")) == {"delete", "compact"}
+    described = _describe_when(admin, new_topic, lambda configs: configs["cleanup.policy"].value != "delete")
+    assert set(described["cleanup.policy"].value.split(",")) == {"delete", "compact"}
 
 
 @confluent
@@ -112,7 +130,7 @@ def test_alter_configs_replaces_every_override(admin, new_topic):
     resource = ConfigResource("TOPIC", new_topic, set_config={"max.message.bytes": "2048"})
     [future] = admin.alter_configs([resource]).values()
     future.result(TIMEOUT)
-    described = _describe(admin, "TOPIC", new_topic)
+    described = _describe_when(admin, new_topic, lambda configs: configs["max.message.bytes"].value == "2048")
     assert described["max.message.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert described["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
@@ -185,7 +203,9 @@ def test_kafka_python_alter_configs_then_describe_shows_the_modified_config(kp_a
     result = kp_admin.alter_configs([KafkaConfigResource(ConfigResourceType.TOPIC, new_topic,
                                                          configs={"retention.ms": "3600000"})])
     assert result == {"topic": {new_topic: "OK"}}
-    described = kp_admin.describe_configs([KafkaConfigResource(ConfigResourceType.TOPIC, new_topic)])
+    resource = KafkaConfigResource(ConfigResourceType.TOPIC, new_topic)
+    described = eventually(lambda: kp_admin.describe_configs([resource]),
+                           lambda found: found["topic"][new_topic].get("retention.ms", {}).get("value") == "3600000")
     entry = described["topic"][new_topic]["retention.ms"]
     assert (entry["value"], entry["config_source"]) == ("3600000", "DYNAMIC_TOPIC_CONFIG")
 
@@ -198,7 +218,8 @@ def test_kafka_python_legacy_alter_configs_sets_a_config(kp_admin, admin, new_to
 
     resource = KafkaConfigResource(ConfigResourceType.TOPIC, new_topic, configs={"segment.ms": "3600000"})
     assert kp_admin.alter_configs([resource], incremental=False) == {"topic": {new_topic: "OK"}}
-    assert _describe(admin, "TOPIC", new_topic)["segment.ms"].value == "3600000"
+    described = _describe_when(admin, new_topic, lambda configs: configs["segment.ms"].value == "3600000")
+    assert described["segment.ms"].value == "3600000"
 
 
 @kafka_python

@@ -22,11 +22,11 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kbroker.testing import BrokerProcess  # noqa: E402
 
 from confluent_client import produce  # noqa: E402
+from settle import create_topic  # noqa: E402
 
 pytestmark = pytest.mark.client("confluent-kafka")
 
@@ -45,10 +45,7 @@ def broker(own_broker):
 
 
 def _topic(bootstrap: str) -> str:
-    name = f"assign-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(15)
-    return name
+    return create_topic(bootstrap, f"assign-{uuid.uuid4().hex[:10]}", PARTITIONS)
 
 
 def _consumer(bootstrap: str, group: str, strategy: str) -> Consumer:

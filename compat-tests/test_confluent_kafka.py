@@ -8,6 +8,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from confluent_client import consume, produce
 from matrix import codec_params
+from settle import eventually, partition_count
 
 pytestmark = pytest.mark.client("confluent-kafka")
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -118,8 +119,9 @@ def test_invalid_topic_name_is_refused(bootstrap):
 @pytest.mark.scenario("Create partitions")
 @pytest.mark.scenario("Create/describe/delete topics")
 def test_create_partitions_then_delete_topic(bootstrap, new_topic):
+    """The broker's metadata shows each change a moment after the answer (settle.py), so the test waits for it."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(new_topic, 5)])[new_topic].result(10)
-    assert len(admin.list_topics(new_topic, timeout=10).topics[new_topic].partitions) == 5
+    assert eventually(lambda: partition_count(admin, new_topic), lambda count: count == 5) == 5
     admin.delete_topics([new_topic])[new_topic].result(10)
-    assert new_topic not in admin.list_topics(timeout=10).topics
+    assert not eventually(lambda: new_topic in admin.list_topics(timeout=10).topics, lambda listed: not listed)

@@ -19,10 +19,13 @@ from pathlib import Path
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from kbroker.testing import BrokerProcess  # noqa: E402
+
+from group_clients import once_coordinator_ready  # noqa: E402
+from settle import create_topic  # noqa: E402
 
 pytestmark = pytest.mark.client("confluent-kafka")
 
@@ -32,28 +35,8 @@ def group_broker(own_broker):
     return own_broker("groups", "group.initial.rebalance.delay.ms=0")
 
 
-COORDINATOR_NOT_READY = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
-                         KafkaError.COORDINATOR_NOT_AVAILABLE}
-
-
-def _once_loaded(call, timeout: float = 30):
-    """`call()`, retried while it raises a retriable error: a restarted Kafka loads __consumer_offsets in the
-    background and answers COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR) until it is done."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return call()
-        except KafkaException as error:
-            if error.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def _topic(bootstrap: str, partitions: int) -> str:
-    name = f"groups-{uuid.uuid4().hex[:12]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(15)
-    return name
+    return create_topic(bootstrap, f"groups-{uuid.uuid4().hex[:12]}", partitions)
 
 
 def _produce(bootstrap: str, topic: str, count: int, partition: int | None = None) -> None:
@@ -81,7 +64,7 @@ def test_assign_commit_is_read_back_by_committed(group_broker: BrokerProcess) ->
     consumer = _consumer(bootstrap, group)
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        _once_loaded(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False))
+        once_coordinator_ready(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False))
         [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         assert committed.offset == 42
     finally:
@@ -120,7 +103,7 @@ def test_restarted_consumer_resumes_from_committed_offset(group_broker: BrokerPr
     try:
         first.subscribe([topic])
         assert _poll_values(first, 4) == [f"v{i}".encode() for i in range(4)]
-        _once_loaded(lambda: first.commit(asynchronous=False))
+        once_coordinator_ready(lambda: first.commit(asynchronous=False))
     finally:
         first.close()
     second = _consumer(bootstrap, group)
@@ -161,12 +144,12 @@ def test_committed_offsets_survive_a_broker_restart(fresh_broker) -> None:
     try:
         topic = _topic(broker.bootstrap, 2)
         consumer = _consumer(broker.bootstrap, "durable-group")
-        _once_loaded(lambda: consumer.commit(offsets=[TopicPartition(topic, 1, 7)], asynchronous=False))
+        once_coordinator_ready(lambda: consumer.commit(offsets=[TopicPartition(topic, 1, 7)], asynchronous=False))
         consumer.close()
         broker.stop()
         broker.start()
         consumer = _consumer(broker.bootstrap, "durable-group")
-        [committed] = _once_loaded(lambda: consumer.committed([TopicPartition(topic, 1)], timeout=10))
+        [committed] = once_coordinator_ready(lambda: consumer.committed([TopicPartition(topic, 1)], timeout=10))
         consumer.close()
         assert committed.offset == 7
     finally:
@@ -179,7 +162,7 @@ def test_admin_lists_describes_and_deletes_an_empty_group(group_broker: BrokerPr
     topic = _topic(bootstrap, 1)
     group = f"g-{uuid.uuid4().hex[:8]}"
     consumer = _consumer(bootstrap, group)
-    _once_loaded(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False))
+    once_coordinator_ready(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False))
     consumer.close()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     listed = admin.list_consumer_groups().result(15)
@@ -230,7 +213,8 @@ def test_stable_group_keeps_its_member_across_a_broker_restart(fresh_broker) -> 
         broker.stop()
         broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        described = _once_loaded(lambda: admin.describe_consumer_groups(["restart-group"])["restart-group"].result(15))
+        described = once_coordinator_ready(
+            lambda: admin.describe_consumer_groups(["restart-group"])["restart-group"].result(15))
         assert described.state == confluent_kafka.ConsumerGroupState.STABLE
         assert [m.member_id for m in described.members] == [member_id]
         _produce(broker.bootstrap, topic, 3, partition=0)

@@ -18,6 +18,9 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from group_clients import skip_without_heartbeat_v1  # noqa: E402
+from settle import wait_for_partitions  # noqa: E402
+
 SCENARIO = "Consumer group protocol: consumer (KIP-848)"
 pytestmark = [pytest.mark.client("confluent-kafka"), pytest.mark.scenario(SCENARIO)]
 # Kafka refuses a heartbeat interval below group.consumer.min.heartbeat.interval.ms (5 s by default)
@@ -54,6 +57,7 @@ def _keep_polling(consumer: Consumer, received: list[bytes], seconds: float) -> 
 
 def test_a_consumer_keeps_its_partitions_and_positions_across_a_broker_restart(fresh_broker) -> None:
     process = fresh_broker("kip848-restart", *HEARTBEAT)
+    skip_without_heartbeat_v1(process.bootstrap)
     consumer = None
     try:
         bootstrap = process.bootstrap
@@ -61,6 +65,7 @@ def test_a_consumer_keeps_its_partitions_and_positions_across_a_broker_restart(f
         group = f"kip848-restart-{uuid.uuid4().hex[:10]}"
         admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped client cancels its futures
         admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(15)
+        wait_for_partitions(admin, topic, PARTITIONS)
         _produce(bootstrap, topic, 0, 10)
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})

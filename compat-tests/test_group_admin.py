@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E40
 
 from confluent_client import produce  # noqa: E402
 from group_clients import commit_confluent, committed_confluent, java_harness  # noqa: E402
+from settle import wait_for_partitions  # noqa: E402
 
 LIST_DESCRIBE_DELETE = pytest.mark.scenario("Consumer group admin: list/describe/delete")
 OFFSETS_AND_LAG = pytest.mark.scenario("Consumer group admin: offsets and lag")
@@ -42,6 +43,7 @@ def admin(bootstrap_servers: str) -> AdminClient:
 def topic(admin: AdminClient) -> str:
     name = f"admin-{uuid.uuid4().hex[:10]}"
     admin.create_topics([NewTopic(name, num_partitions=4, replication_factor=1)])[name].result(15)
+    wait_for_partitions(admin, name, 4)
     return name
 
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+import settle
 from confluent_client import consume, produce
 
 pytestmark = pytest.mark.client("kafkajs")
@@ -112,10 +113,7 @@ def sent(record: dict) -> tuple:
 
 
 def create_topic(bootstrap: str, partitions: int = 1) -> str:
-    topic = f"compat-kafkajs-{uuid.uuid4().hex[:12]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
-    return topic
+    return settle.create_topic(bootstrap, f"compat-kafkajs-{uuid.uuid4().hex[:12]}", partitions)
 
 
 def produce_step(topic: str, records: list[dict], **options) -> dict:

@@ -16,13 +16,13 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kbroker.coordinator.hashing import partition_for  # noqa: E402
 from kbroker.testing import BrokerProcess  # noqa: E402
 from wire import messages  # noqa: E402
 
 from group_clients import CLIENTS, PYTHON_COMMITTERS, Offsets, java_committers, java_harness  # noqa: E402
+from settle import create_topic  # noqa: E402
 
 OFFSETS_TOPIC, OFFSETS_PARTITIONS = "__consumer_offsets", 50  # offsets.topic.num.partitions default
 WRITERS = [pytest.param(name, marks=pytest.mark.client(name)) for name in CLIENTS]  # as the column
@@ -50,10 +50,7 @@ def client(request: pytest.FixtureRequest) -> Callable[[str], tuple[Callable, Ca
 
 
 def _new_topic(bootstrap: str) -> str:
-    name = f"offsets-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(15)
-    return name
+    return create_topic(bootstrap, f"offsets-{uuid.uuid4().hex[:10]}", 3)
 
 
 @pytest.fixture
@@ -128,17 +125,18 @@ def test_offsets_committed_by_every_client_are_read_back(broker, committed_by_ev
 @pytest.mark.scenario("Consumer group: resume from committed offsets")
 @pytest.mark.parametrize("writer", WRITERS)
 def test_committed_offsets_survive_a_broker_restart(broker, client, topic, writer) -> None:
+    """confluent-kafka reads first: it waits out a restarted Kafka's loading of __consumer_offsets, which
+    aiokafka cannot see (it ignores OffsetFetch's top-level COORDINATOR_LOAD_IN_PROGRESS and reads no offsets)."""
     group = f"restart-{writer}-{uuid.uuid4().hex[:8]}"
     offsets = _offsets_by(writer)
     commit, committed = client(writer)
     commit(broker.bootstrap, group, topic, offsets)
     broker.stop()  # SIGTERM: a clean shutdown
     broker.start()  # same data directory, same port
+    _, confluent_committed = client("confluent-kafka")
+    _assert_reads_back(confluent_committed(broker.bootstrap, group, topic, [0, 1, 2]), offsets, "confluent-kafka",
+                       writer)
     _assert_reads_back(committed(broker.bootstrap, group, topic, [0, 1, 2]), offsets, writer, writer)
-    if writer != "confluent-kafka":
-        _, confluent_committed = client("confluent-kafka")
-        _assert_reads_back(confluent_committed(broker.bootstrap, group, topic, [0, 1, 2]), offsets, "confluent-kafka",
-                           writer)
 
 
 def _end_offsets(bootstrap: str) -> dict[int, int]:

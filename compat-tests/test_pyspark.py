@@ -1,9 +1,6 @@
 """PySpark's Kafka source and sink (spark-sql-kafka-0-10) against the broker under test.
 
-pyspark is pinned (pyproject.toml) to the Spark release whose connector Maven resolves with the same version
-(compat-tests/java/pom.xml, jar set `spark`); the connector and its dependencies reach Spark as `spark.jars`,
-less the jars pyspark already ships. A user would write `--packages
-org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0` (or set `spark.jars.packages`) instead.
+The Spark session and its connector jars (Maven's, for the pinned pyspark) come from spark_session.py.
 Without a JDK, pyspark or the jars every test here skips locally and fails under CI.
 
 Records are produced and checked with confluent-kafka, so every read is also a cross-client check.
@@ -14,78 +11,41 @@ the executors' assign/seek/poll) are also covered without Spark in test_java_cli
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+import spark_session
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-import maven_jars
 from confluent_client import consume, produce
-from java_harness import unavailable
 
-try:
-    import pyspark
-except ImportError:  # each test skips, so the matrix still lists the pyspark scenarios
-    pyspark = None
+pytestmark = [pytest.mark.client("pyspark"), pytest.mark.xdist_group("spark")]  # one Spark JVM per run
 
-pytestmark = pytest.mark.client("pyspark")
-
-BASE_TIMESTAMP = 1_700_000_000_000
+BASE_TIMESTAMP = 1_700_000_000_000  # November 2023: older than any retention below but "forever"
+KEEP_FOREVER = {"retention.ms": "-1"}  # else the broker's retention check deletes records stamped BASE_TIMESTAMP
 POLL_TIMEOUT_MS = "20000"  # the executors' consumer poll; Spark's default is 120 s
-
-
-# ---- the Spark session ----------------------------------------------------------------------
-
-def _artifact(jar: Path) -> str:
-    """`scala-library` of scala-library-2.13.15.jar: the name without its version."""
-    return re.sub(r"-\d+(\.\d+)+.*$", "", jar.name.removesuffix(".jar"))
-
-
-def connector_jars() -> list[Path]:
-    """The connector's runtime jars from Maven, less the artifacts pyspark ships itself (scala-library,
-    hadoop-client-*, slf4j-api, ...): two versions of one class on a classpath is a bug waiting to happen."""
-    shipped = {_artifact(jar) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return [jar for jar in maven_jars.jars("spark") if _artifact(jar) not in shipped]
+QUERY_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator:
-    """A local Spark session on loopback with the Kafka connector on its classpath."""
-    if pyspark is None:
-        unavailable("pyspark is not installed: pip install 'kbroker[spark]'")
-    if shutil.which("java") is None:
-        unavailable("no java on PATH: Spark needs a JDK (17 for pyspark 4.x)")
-    try:
-        jars = connector_jars()
-    except maven_jars.JarsUnavailable as error:
-        unavailable(f"Spark's Kafka connector jars: {error}")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("kbroker-compat")
-               .config("spark.jars", ",".join(map(str, jars)))
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("WARN")
-    try:
+    """One local Spark session for the module, with the Kafka connector on its classpath."""
+    with spark_session.local_session("kbroker-compat") as session:
         yield session
-    finally:
-        session.stop()
 
 
 # ---- helpers --------------------------------------------------------------------------------
 
-def create_topic(bootstrap: str, partitions: int = 1, name: str | None = None) -> str:
+def create_topic(bootstrap: str, partitions: int = 1, name: str | None = None,
+                 config: dict[str, str] = KEEP_FOREVER) -> str:
     topic = name or f"compat-spark-{uuid.uuid4().hex[:12]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(15)
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config)
+    admin.create_topics([new])[topic].result(15)
     return topic
 
 
@@ -224,9 +184,11 @@ def test_include_headers_returns_every_header_in_order_with_null_values(spark, b
 
 # ---- failOnDataLoss -------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def trimmed_topic(bootstrap: str) -> str:
-    """One partition of 10 records whose first 4 DeleteRecords removed (log start offset 4)."""
+RETENTION_MS = 24 * 3600 * 1000  # a day: records stamped BASE_TIMESTAMP are past it, records stamped now are not
+
+
+def _deleted_records(bootstrap: str) -> str:
+    """One partition of 10 records whose first 4 DeleteRecords removed."""
     topic = create_topic(bootstrap)
     produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(10)])
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the future resolves: a dropped client cancels it
@@ -235,17 +197,49 @@ def trimmed_topic(bootstrap: str) -> str:
     return topic
 
 
-@pytest.mark.scenario("Spark failOnDataLoss after DeleteRecords")
-def test_reading_deleted_records_fails_the_query_by_default(spark, bootstrap, trimmed_topic):
-    df = read_batch(spark, bootstrap, subscribe=trimmed_topic, startingOffsets=json.dumps({trimmed_topic: {"0": 0}}))
+def _log_start_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0]
+    finally:
+        consumer.close()
+
+
+def _expired_records(own_broker) -> tuple[str, str]:
+    """On a broker checking retention twice a second: one partition whose first 4 records (stamped in 2023)
+    time retention removed, and 6 records stamped now. The 2023 segment rolls when the first record stamped
+    now arrives (segment.ms measures from the segment's first timestamp), and retention deletes it."""
+    broker = own_broker("spark-retention", "log.retention.check.interval.ms=500", "log.initial.task.delay.ms=0")
+    topic = create_topic(broker.bootstrap, config={"retention.ms": str(RETENTION_MS)})
+    produce(broker.bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0, "timestamp": BASE_TIMESTAMP + i}
+                                      for i in range(4)])
+    produce(broker.bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in range(4, 10)])
+    wait_for(lambda: _log_start_offset(broker.bootstrap, topic) == 4, "retention to delete the 2023 records")
+    return broker.bootstrap, topic
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param("DeleteRecords", marks=pytest.mark.scenario("Spark failOnDataLoss after DeleteRecords")),
+    pytest.param("retention", marks=pytest.mark.scenario("Spark failOnDataLoss after retention"))])
+def trimmed_topic(request: pytest.FixtureRequest, bootstrap: str) -> tuple[str, str]:
+    """(bootstrap, topic): one partition of 10 records whose first 4 are gone (log start offset 4), removed by
+    DeleteRecords on the broker under test or by time retention on a broker of the same kind."""
+    if request.param == "DeleteRecords":
+        return bootstrap, _deleted_records(bootstrap)
+    return _expired_records(request.getfixturevalue("own_broker"))
+
+
+def test_reading_removed_records_fails_the_query_by_default(spark, trimmed_topic):
+    bootstrap, topic = trimmed_topic
+    df = read_batch(spark, bootstrap, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 0}}))
     with pytest.raises(Exception, match="failOnDataLoss"):  # Py4JJavaError or a pyspark error class
         df.collect()
 
 
-@pytest.mark.scenario("Spark failOnDataLoss after DeleteRecords")
-def test_without_fail_on_data_loss_the_read_resumes_at_the_log_start_offset(spark, bootstrap, trimmed_topic):
-    df = read_batch(spark, bootstrap, subscribe=trimmed_topic, failOnDataLoss="false",
-                    startingOffsets=json.dumps({trimmed_topic: {"0": 0}}))
+def test_without_fail_on_data_loss_the_read_resumes_at_the_log_start_offset(spark, trimmed_topic):
+    bootstrap, topic = trimmed_topic
+    df = read_batch(spark, bootstrap, subscribe=topic, failOnDataLoss="false",
+                    startingOffsets=json.dumps({topic: {"0": 0}}))
     assert offsets(df) == {0: [4, 5, 6, 7, 8, 9]}
 
 
@@ -268,27 +262,36 @@ def batch_sizes(query) -> list[int]:
     return [progress["numInputRows"] for progress in query.recentProgress if progress["numInputRows"]]
 
 
+def start_collecting(spark, bootstrap: str, topic: str, checkpoint: Path, collected: list[tuple], trigger: dict,
+                     **options: str):
+    """A streaming read of `topic` whose every micro-batch appends its (partition, offset, value) rows to
+    `collected` (foreachBatch: unlike a memory sink, it restarts from a checkpoint)."""
+    stream = (spark.readStream.format("kafka").options(**kafka_options(bootstrap, subscribe=topic, **options))
+              .load().selectExpr("partition", "offset", "value"))
+    return (stream.writeStream.option("checkpointLocation", str(checkpoint)).trigger(**trigger)
+            .foreachBatch(lambda batch, _: collected.extend(
+                (r.partition, r.offset, _bytes(r.value)) for r in batch.collect()))
+            .start())
+
+
+def await_available_now(query) -> None:
+    assert query.awaitTermination(QUERY_TIMEOUT_S), f"the availableNow query did not finish within {QUERY_TIMEOUT_S} s"
+    assert query.exception() is None, query.exception()
+
+
 @pytest.fixture(scope="module")
 def available_now_runs(spark, bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Two availableNow runs sharing a checkpoint, with maxOffsetsPerTrigger 4: the first over 10 records,
-    the second after 3 more arrived. Rows are collected with foreachBatch: Spark refuses to restart a memory
-    sink from a checkpoint."""
+    the second after 3 more arrived."""
     topic = create_topic(bootstrap)
     checkpoint = tmp_path_factory.mktemp("spark-available-now") / "checkpoint"
     runs = {}
     for run, values in (("first", range(10)), ("second", range(10, 13))):
         produce(bootstrap, topic, [{"value": f"{i}".encode(), "partition": 0} for i in values])
         collected: list[tuple] = []
-        stream = (spark.readStream.format("kafka")
-                  .options(**kafka_options(bootstrap, subscribe=topic, startingOffsets="earliest",
-                                           maxOffsetsPerTrigger="4"))
-                  .load().selectExpr("partition", "offset", "value"))
-        query = (stream.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
-                 .foreachBatch(lambda batch, _, rows=collected: rows.extend(
-                     (r.partition, r.offset, _bytes(r.value)) for r in batch.collect()))
-                 .start())
-        assert query.awaitTermination(120), "the availableNow query did not finish within 120 s"
-        assert query.exception() is None, query.exception()
+        query = start_collecting(spark, bootstrap, topic, checkpoint, collected, {"availableNow": True},
+                                 startingOffsets="earliest", maxOffsetsPerTrigger="4")
+        await_available_now(query)
         runs[run] = {"rows": sorted(collected), "batch_sizes": batch_sizes(query)}
     return runs
 
@@ -323,12 +326,32 @@ def test_micro_batches_pick_up_records_produced_while_the_query_runs(spark, boot
             produce(bootstrap, topic, [{"value": f"r{round_}-{i}".encode(), "partition": i % 2} for i in range(4)])
             wait_for(lambda n=4 * (round_ + 1): len(stream_rows(spark, query)) >= n, f"round {round_}", query)
         found = stream_rows(spark, query)
+        # a batch's progress is reported after its rows reach the sink
+        wait_for(lambda: sum(batch_sizes(query)) >= len(found), "the progress of the last batch", query)
         sizes = batch_sizes(query)
     finally:
         query.stop()
     assert sorted(value for _, _, value in found) == sorted(f"r{r}-{i}".encode() for r in range(3) for i in range(4))
     assert sorted((p, o) for p, o, _ in found) == [(p, o) for p in (0, 1) for o in range(1, 7)]
     assert len(sizes) >= 3 and sum(sizes) == 12
+
+
+@pytest.mark.scenario("Spark streaming: checkpoint, stop and restart")
+def test_a_query_restarted_from_its_checkpoint_reads_what_arrived_meanwhile_once(spark, bootstrap, tmp_path):
+    """The restarted query ignores startingOffsets=earliest: it resumes at the offsets its checkpoint committed."""
+    topic = create_topic(bootstrap, partitions=2)
+    collected: list[tuple] = []
+    for count, run in ((6, "a"), (12, "b")):  # records of run b arrive while the query is stopped
+        produce(bootstrap, topic, [{"value": f"{run}{i}".encode(), "partition": i % 2} for i in range(6)])
+        query = start_collecting(spark, bootstrap, topic, tmp_path / "checkpoint", collected,
+                                 {"processingTime": "200 milliseconds"}, startingOffsets="earliest")
+        try:
+            wait_for(lambda n=count: len(collected) >= n, f"run {run}", query)
+            query.processAllAvailable()  # a duplicate would be in a batch this waits for
+        finally:
+            query.stop()
+    assert sorted(value for _, _, value in collected) == [f"{run}{i}".encode() for run in "ab" for i in range(6)]
+    assert sorted((p, o) for p, o, _ in collected) == [(p, o) for p in (0, 1) for o in range(6)]
 
 
 # ---- the Kafka sink -------------------------------------------------------------------------
@@ -360,8 +383,7 @@ def test_a_streaming_query_copies_a_topic_into_another_through_the_kafka_sink(sp
               .load().selectExpr("key", "value", "partition"))
     query = (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", target)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
-    assert query.awaitTermination(120), "the availableNow query did not finish within 120 s"
-    assert query.exception() is None, query.exception()
+    await_available_now(query)
     copied = {p: [(m.key(), m.value()) for m in consume(bootstrap, target, p, 5)] for p in (0, 1)}
     assert copied == {p: [(f"k{i}".encode(), f"v{i}".encode()) for i in range(p, 10, 2)] for p in (0, 1)}
 
@@ -389,7 +411,7 @@ def test_a_streaming_query_survives_a_broker_restart_without_loss_or_duplicates(
         broker.start()
         produce(broker.bootstrap, topic, [{"value": f"b{i}".encode(), "partition": i % 2} for i in range(6)])
         wait_for(lambda: len(stream_rows(spark, query)) >= 12, "the records after the restart", query, timeout=120)
-        time.sleep(1)  # a few more micro-batches: a duplicate would show up now
+        query.processAllAvailable()  # a duplicate would be in a batch this waits for
         found = stream_rows(spark, query)
     finally:
         query.stop()

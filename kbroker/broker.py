@@ -3,7 +3,8 @@
 APIs act on this object; it knows nothing of sockets. Topic names, ids, partition counts
 and per-topic configs are kept in `kbroker-topics.json` at the root of the first log dir
 (Kafka keeps them in its metadata log or ZooKeeper; a single node needs only a file),
-written atomically so a crash never leaves it half written.
+written atomically so a crash never leaves it half written. A data dir without that file (one Apache
+Kafka wrote) has its topics adopted from the partition dirs and Kafka's metadata log (log/kraft_metadata.py).
 
 A log dir that fails goes offline (kbroker.log.manager): its partitions answer
 KAFKA_STORAGE_ERROR (`partition_error`) until a restart. As Kafka halts when all its log dirs
@@ -34,6 +35,7 @@ from kbroker.log.checkpoints import (
 )
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import LogDirOfflineError
+from kbroker.log.kraft_metadata import topics_on_disk
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
 from wire.errors import ErrorCode
@@ -142,6 +144,8 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         saved = self._read_topics_file()
+        if not self._topics_path().exists():  # a data dir kbroker never served (Apache Kafka's): adopt its topics
+            saved = [Topic(*found) for found in topics_on_disk(self.log_dirs)]
         topic_configs = {t.name: self.log_config_for(t) for t in saved}
         self.logs = LogManager(self.log_dirs, self.default_log_config(), topic_configs=topic_configs)
         # (failed log dir, whether the broker must stop); set by the runner, called from any thread

@@ -42,7 +42,7 @@ fi
 
 run_pytest() {
     local status=0
-    "$PYTHON" -m pytest -n auto "$@" || status=$?
+    "$PYTHON" -m pytest -n auto --dist loadgroup "$@" || status=$?   # xdist_group("spark"): one Spark JVM
     if [ "$status" -eq 5 ]; then
         echo "pytest collected no tests ($*): failing, an empty run proves nothing" >&2
         return 1

@@ -72,6 +72,7 @@ DirFailureListener = Callable[[Path, bool], object]  # (the failed log dir, whet
 
 logger = logging.getLogger(__name__)
 
+KRAFT_METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log Apache Kafka keeps in a log dir
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 _MAX_NAME = 255
@@ -160,7 +161,7 @@ class LogManager:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             tp = parse_partition_dir(child.name)
-            if tp is None:
+            if tp is None or tp[0] == KRAFT_METADATA_TOPIC:  # Kafka's Raft log, never a partition to serve
                 continue
             if tp in self._logs:
                 raise LogError(f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}")
