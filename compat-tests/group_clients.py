@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import pytest
 
-from java_harness import compile_harness
+from java_harness import JavaHarness, compile_harness
 
 Offsets = dict[int, tuple[int, str]]
 Committed = dict[int, tuple[int | None, str | None]]
@@ -182,12 +182,12 @@ def committed_aiokafka(bootstrap: str, group: str, topic: str, partitions: list[
 
 # ---- Java kafka-clients (compat-tests/java/KafkaHarness.java) -----------------------------------
 
-def java_harness(tmp_path_factory: pytest.TempPathFactory):
+def java_harness(tmp_path_factory: pytest.TempPathFactory) -> JavaHarness:
     """KafkaHarness.java on the newest kafka-clients (skips without a JDK locally, fails in CI)."""
     return compile_harness(tmp_path_factory.mktemp("java-harness-groups"))
 
 
-def java_committers(harness) -> tuple[Callable, Callable]:
+def java_committers(harness: JavaHarness) -> tuple[Callable, Callable]:
     """(commit, committed) through the Java harness, with the same signatures as the others."""
 
     def commit(bootstrap: str, group: str, topic: str, offsets: Offsets) -> None:

@@ -15,8 +15,10 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn, TypeVar
 
 import pytest
 
@@ -26,20 +28,20 @@ JAVA_DIR = Path(__file__).parent / "java"
 HARNESS_SOURCES = (JAVA_DIR / "KafkaHarness.java", JAVA_DIR / "ConsumerGroupHarness.java")
 GENERATIONS = {"3.9": "clients-3.9", "4": "clients-4"}  # the last ZooKeeper-era line, and the newest
 NEWEST = "4"
+T = TypeVar("T")
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")  # startup over peak speed
 
 
-def generations(scope: str = "session"):
+def generations(scope: str = "session") -> Callable[[Callable[..., T]], Callable[..., T]]:
     """A fixture decorator parametrized over GENERATIONS (ids "java-3.9", "java-4"): request.param is one."""
     return pytest.fixture(scope=scope, params=sorted(GENERATIONS), ids=[f"java-{g}" for g in sorted(GENERATIONS)])
-
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")  # startup over peak speed
 
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def unavailable(message: str):
+def unavailable(message: str) -> NoReturn:
     """Missing prerequisites fail the run in CI (so the suite cannot pass vacuously), else skip."""
     if in_ci():
         pytest.fail(f"{message} (CI is set, so this is a failure rather than a skip)", pytrace=False)

@@ -206,7 +206,7 @@ def _log_start_offset(bootstrap: str, topic: str) -> int:
 
 
 def _expired_records(own_broker) -> tuple[str, str]:
-    """On a broker checking retention twice a second: one partition whose first 4 records (stamped in 2023)
+    """On a broker checking retention every 500 ms: one partition whose first 4 records (stamped in 2023)
     time retention removed, and 6 records stamped now. The 2023 segment rolls when the first record stamped
     now arrives (segment.ms measures from the segment's first timestamp), and retention deletes it."""
     broker = own_broker("spark-retention", "log.retention.check.interval.ms=500", "log.initial.task.delay.ms=0")

@@ -28,8 +28,6 @@ EVENT_SCHEMA = "user STRING, action STRING, time TIMESTAMP"
 WINDOW = "1 minute"
 WATERMARK_DELAY = "30 seconds"
 MINUTE_MS = 60_000
-
-
 SAMPLE_CLICKS = {0: {"ana": 3, "bo": 1}, 1: {"ana": 1, "bo": 2, "cy": 4}, 2: {"cy": 2}}  # minute: user: clicks
 
 
@@ -48,7 +46,8 @@ def produce_events(bootstrap: str, topic: str, events: list[dict]) -> None:
         iso_time = datetime.fromtimestamp(event["time"] / 1000, UTC).isoformat(timespec="milliseconds")
         producer.produce(topic, key=event["user"], value=json.dumps({**event, "time": iso_time}),
                          timestamp=event["time"])
-    producer.flush(30)
+    if producer.flush(30):
+        raise RuntimeError("events not delivered within 30 s")
 
 
 def windowed_counts(spark: SparkSession, bootstrap: str, events_topic: str) -> DataFrame:
@@ -115,7 +114,7 @@ def main() -> None:
     produce_events(args.bootstrap, args.events, sample_events(this_minute - 10 * MINUTE_MS))
     query = start_job(spark, args.bootstrap, args.events, args.results, tempfile.mkdtemp(), {"availableNow": True})
     query.awaitTermination()
-    for result in read_results(args.bootstrap, args.results):
+    for result in sorted(read_results(args.bootstrap, args.results), key=lambda r: (r["window_start"], r["user"])):
         window = datetime.fromtimestamp(result["window_start"] / 1000, UTC).strftime("%H:%M")
         print(f"{window} UTC  {result['user']:>4}  {result['clicks']} clicks")
     spark.stop()
