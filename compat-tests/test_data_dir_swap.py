@@ -1,22 +1,28 @@
-"""A data directory moves between Apache Kafka and kbroker (docs/operations.md, "Moving a data directory
-between Kafka and kbroker").
+"""A data directory moves between Apache Kafka and kbroker, both ways (docs/operations.md, "Moving a data
+directory between Kafka and kbroker").
 
-Kafka 4.x (KRaft, one node) writes a log dir: a topic in lz4 with keys, headers and explicit timestamps, a
-compacted topic, committed offsets with metadata. What clients read from Kafka is the expected answer. Kafka
-stops, kbroker starts over the same directory (node.id as in its meta.properties) and clients must read the
-same records at the same offsets and timestamps, the same commits, the same topic ids and configs.
+One broker writes a log dir: a topic in lz4 with keys, headers and explicit timestamps, a compacted topic,
+committed offsets with metadata. What clients read from it is the expected answer. It stops, the other broker
+starts over the same directory, and clients must read the same records at the same offsets and timestamps,
+the same commits, the same topic ids and configs, and new records go after the old ones.
+- Kafka 4.x (KRaft) -> kbroker: kbroker adopts the topics it finds, ids and configs from Kafka's metadata log.
+- kbroker -> Kafka 3.9 in ZooKeeper mode: the topics are registered in ZooKeeper from kbroker-topics.json.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from kbroker.log.checkpoints import uuid_text
 from kbroker.testing import BrokerProcess
 
 import group_clients
@@ -24,11 +30,21 @@ import java_harness
 import kafka_process
 import settle
 
-pytestmark = [pytest.mark.client("confluent-kafka"), pytest.mark.scenario("Data directory moved from Kafka")]
+pytestmark = [pytest.mark.client("confluent-kafka"),
+              pytest.mark.scenario("Data directory moved between Kafka and kbroker")]
 LZ4, COMPACTED, GROUP = "lz4-headers", "compacted", "swap-group"
 COMMITS = {0: (7, "seven"), 1: (3, "three")}
 TIMEOUT = 30
 Seen = list[tuple[int, int, bytes | None, bytes | None, list]]
+
+
+@dataclass
+class Moved:
+    """What clients saw on the broker that wrote the directory, and on the one that took it over."""
+
+    before: Observed
+    after: Observed
+    bootstrap: str  # the broker now serving the directory
 
 
 @dataclass
@@ -84,47 +100,103 @@ def observe(bootstrap: str) -> Observed:
 
 
 @pytest.fixture(scope="module")
-def swapped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Observed, Observed, str]]:
-    """(seen on Kafka, seen on kbroker over Kafka's log dir, kbroker's bootstrap)."""
-    workdir = tmp_path_factory.mktemp("swap")
+def kafka_to_kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moved]:
+    """Kafka 4.x (KRaft) writes the log dir; kbroker serves it, as node.id 1 like Kafka's meta.properties."""
+    workdir = tmp_path_factory.mktemp("kafka-to-kbroker")
     kafka = kafka_process.KafkaProcess(workdir, "4")
-    try:
-        with kafka.started():
-            write_workload(kafka.bootstrap)
-            on_kafka = observe(kafka.bootstrap)
-    except kafka_process.KafkaUnavailable as error:
-        java_harness.unavailable(f"cannot start Apache Kafka: {error}")
+    with kafka_started(kafka):
+        write_workload(kafka.bootstrap)
+        on_kafka = observe(kafka.bootstrap)
     with contextlib.ExitStack() as stack:
         broker = BrokerProcess(kafka.log_dir, f"node.id={kafka.node_id}")
         stack.callback(broker.stop)
         broker.start()
-        yield on_kafka, observe(broker.bootstrap), broker.bootstrap
+        yield Moved(on_kafka, observe(broker.bootstrap), broker.bootstrap)
 
 
-def test_kbroker_serves_kafkas_records_with_the_same_offsets_timestamps_and_headers(swapped) -> None:
-    on_kafka, on_kbroker, _ = swapped
-    assert sum(len(seen) for seen in on_kafka.records.values()) >= 40 + 4
-    assert on_kbroker.records == on_kafka.records
+@pytest.fixture(scope="module")
+def kbroker_to_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moved]:
+    """kbroker writes the log dir; Kafka 3.9 in ZooKeeper mode serves it, once ZooKeeper holds the topics
+    as kbroker-topics.json names them (Kafka's KRaft mode would need its metadata log instead)."""
+    workdir = tmp_path_factory.mktemp("kbroker-to-kafka")
+    data = workdir / "kbroker-data"
+    broker = BrokerProcess(data).start()
+    try:
+        write_workload(broker.bootstrap)
+        on_kbroker = observe(broker.bootstrap)
+    finally:
+        assert broker.stop() == 0
+    with contextlib.ExitStack() as stack:
+        zookeeper = kafka_process.ZooKeeperProcess(workdir)
+        stack.enter_context(kafka_started(zookeeper))
+        register_in_zookeeper(data, zookeeper.connect)
+        kafka = kafka_process.KafkaProcess(workdir, "3.9", zookeeper.connect, {"log.dirs": str(data)}, node_id=0)
+        stack.enter_context(kafka_started(kafka))
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        for topic in json.loads((data / "kbroker-topics.json").read_text())["topics"]:
+            settle.wait_for_partitions(admin, topic["name"], topic["partitions"])  # the controller elects leaders
+        yield Moved(on_kbroker, observe(kafka.bootstrap), kafka.bootstrap)
 
 
-def test_kbroker_serves_the_offsets_committed_on_kafka(swapped) -> None:
-    on_kafka, on_kbroker, _ = swapped
-    assert on_kafka.committed == COMMITS
-    assert on_kbroker.committed == on_kafka.committed
+@contextlib.contextmanager
+def kafka_started(process: kafka_process.KafkaProcess | kafka_process.ZooKeeperProcess) -> Iterator[None]:
+    try:
+        process.start()
+    except kafka_process.KafkaUnavailable as error:
+        java_harness.unavailable(f"cannot start Apache Kafka: {error}")
+    try:
+        yield
+    finally:
+        process.stop()
 
 
-def test_topics_keep_their_ids_and_configs_from_kafkas_metadata_log(swapped) -> None:
-    """Topic ids and the compacted topic's cleanup.policy live only in Kafka's metadata log."""
-    on_kafka, on_kbroker, _ = swapped
-    assert on_kbroker.topic_ids == on_kafka.topic_ids
-    assert on_kbroker.compacted_policy == on_kafka.compacted_policy == "compact"
+def register_in_zookeeper(data: Path, connect: str) -> None:
+    """What Kafka's ZooKeeper mode reads a topic from, written from kbroker-topics.json: the cluster id (it
+    must match meta.properties), each topic's assignment with its topic id (it must match partition.metadata)
+    on broker 0, and its configs. The controller then elects the leaders and creates the partition states."""
+    from kazoo.client import KazooClient
+
+    state = json.loads((data / "kbroker-topics.json").read_text())
+    client = KazooClient(hosts=connect)
+    client.start()
+    try:
+        client.create("/cluster/id", json.dumps({"version": "1", "id": state["cluster_id"]}).encode(), makepath=True)
+        for topic in state["topics"]:
+            assignment = {"version": 3, "topic_id": uuid_text(uuid.UUID(topic["id"])), "adding_replicas": {},
+                          "removing_replicas": {}, "partitions": {str(p): [0] for p in range(topic["partitions"])}}
+            client.create(f"/brokers/topics/{topic['name']}", json.dumps(assignment).encode(), makepath=True)
+            configs = {"version": 1, "config": topic["configs"]}
+            client.create(f"/config/topics/{topic['name']}", json.dumps(configs).encode(), makepath=True)
+    finally:
+        client.stop()
 
 
-def test_kbroker_appends_after_kafkas_last_offset(swapped) -> None:
-    on_kafka, _, bootstrap = swapped
-    producer = Producer({"bootstrap.servers": bootstrap})
+@pytest.fixture(params=["kafka-to-kbroker", "kbroker-to-kafka"])
+def moved(request: pytest.FixtureRequest) -> Moved:
+    return request.getfixturevalue(request.param.replace("-", "_"))
+
+
+def test_records_read_back_with_the_same_offsets_timestamps_and_headers(moved: Moved) -> None:
+    assert sum(len(seen) for seen in moved.before.records.values()) >= 40 + 4
+    assert moved.after.records == moved.before.records
+
+
+def test_committed_offsets_read_back(moved: Moved) -> None:
+    assert moved.before.committed == COMMITS
+    assert moved.after.committed == moved.before.committed
+
+
+def test_topics_keep_their_ids_and_configs(moved: Moved) -> None:
+    """Topic ids and the compacted topic's cleanup.policy live in Kafka's metadata log (KRaft), in ZooKeeper
+    (ZooKeeper mode) or in kbroker-topics.json: the move carries them over."""
+    assert moved.after.topic_ids == moved.before.topic_ids
+    assert moved.after.compacted_policy == moved.before.compacted_policy == "compact"
+
+
+def test_the_new_broker_appends_after_the_last_offset(moved: Moved) -> None:
+    producer = Producer({"bootstrap.servers": moved.bootstrap})
     delivered = []
     producer.produce(LZ4, value=b"after the move", partition=0, on_delivery=lambda _, message: delivered.append(
         message.offset()))
     assert producer.flush(TIMEOUT) == 0
-    assert delivered == [len(on_kafka.records[(LZ4, 0)])]
+    assert delivered == [len(moved.before.records[(LZ4, 0)])]

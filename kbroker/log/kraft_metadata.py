@@ -13,11 +13,13 @@ batches) is skipped. Read only; kbroker never writes this log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import uuid
 from pathlib import Path
 
+from wire.exceptions import DecodeError
 from wire.records import iter_batches, iter_records
 
 METADATA_DIR = "__cluster_metadata-0"
@@ -125,28 +127,32 @@ def topics_on_disk(log_dirs: list[Path]) -> list[tuple[str, uuid.UUID, int, dict
     data directory another broker (Apache Kafka) wrote. The id comes from Kafka's
     metadata log when there is one, else from the partitions' `partition.metadata` (a new one if neither
     has it); configs only from the metadata log (ZooKeeper-mode Kafka kept them in ZooKeeper)."""
-    from kbroker.log.checkpoints import read_partition_metadata
+    from kbroker.log.checkpoints import CheckpointError, read_partition_metadata
     from kbroker.log.manager import parse_partition_dir
 
     partitions: dict[str, set[int]] = {}
     recorded: dict[str, str] = {}
     kraft = KraftTopics()
     for log_dir in log_dirs:
-        found = read_kraft_topics(log_dir) if log_dir.is_dir() else None
+        try:
+            found = read_kraft_topics(log_dir) if log_dir.is_dir() else None
+            children = sorted(log_dir.iterdir()) if log_dir.is_dir() else []
+        except (OSError, DecodeError, IndexError, UnicodeDecodeError) as error:
+            logger.warning("not adopting topics from %s: %s", log_dir, error)  # the log manager judges the dir
+            continue
         if found is not None:
             kraft.ids.update(found.ids)
             kraft.configs.update(found.configs)
-        for child in sorted(log_dir.iterdir()) if log_dir.is_dir() else ():
+        for child in children:
             tp = parse_partition_dir(child.name) if child.is_dir() else None
             if tp is None or tp[0] == METADATA_TOPIC:
                 continue
             partitions.setdefault(tp[0], set()).add(tp[1])
-            topic_id = read_partition_metadata(child)
-            if topic_id is not None:
-                recorded.setdefault(tp[0], topic_id)
+            with contextlib.suppress(OSError, CheckpointError, ValueError):
+                recorded.setdefault(tp[0], uuid_from_text(read_partition_metadata(child) or ""))
     adopted = []
     for name, numbers in sorted(partitions.items()):
-        topic_id = kraft.ids.get(name) or (uuid_from_text(recorded[name]) if name in recorded else uuid.uuid4())
+        topic_id = kraft.ids.get(name) or recorded.get(name) or uuid.uuid4()
         adopted.append((name, topic_id, max(numbers) + 1, kraft.configs.get(name, {})))
         logger.warning("adopting topic %s (%d partitions) found on disk without kbroker's topics file", name,
                        max(numbers) + 1)

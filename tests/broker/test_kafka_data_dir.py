@@ -103,3 +103,20 @@ def test_with_kbrokers_topics_file_an_unknown_partition_dir_is_not_adopted(tmp_p
         assert "leftover" not in broker.topics
     finally:
         broker.close()
+
+
+def test_an_unreadable_metadata_log_adopts_the_topics_with_their_partition_metadata_ids(tmp_path: Path) -> None:
+    """A torn or foreign `__cluster_metadata-0` is logged and skipped, not a reason to refuse to start."""
+    broker = Broker(broker_config.build({"log.dirs": str(tmp_path)}))
+    topic = broker.create_topic("kept", 1)
+    broker.close()
+    (tmp_path / TOPICS_FILE).unlink()
+    write_metadata(tmp_path, topic_record("kept", uuid.uuid4()))
+    metadata_log = tmp_path / "__cluster_metadata-0" / "00000000000000000000.log"
+    metadata_log.write_bytes(metadata_log.read_bytes()[:-3])  # the record's value cut short
+
+    broker = Broker(broker_config.build({"log.dirs": str(tmp_path)}))
+    try:
+        assert broker.topics["kept"].topic_id == topic.topic_id
+    finally:
+        broker.close()
