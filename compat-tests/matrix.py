@@ -423,6 +423,7 @@ def client_versions(compat_dir: Path) -> dict[str, str]:
         "Java kafka-clients": _java_kafka_clients(compat_dir / "java" / "pom.xml"),
         "kafkajs": _kafkajs(compat_dir / "node"),
         "pyspark": _distribution("pyspark"),
+        "Kafka's tools": _kafka_tools(compat_dir / "java" / "pom.xml"),
     }
 
 
@@ -452,17 +453,26 @@ def _kcat() -> str:
     return f"{found[1]} (librdkafka {found[2]})" if found else "unknown"
 
 
-def _java_kafka_clients(pom: Path) -> str:
-    """The kafka-clients versions test_java_client.py runs (3.9.x and 4.x), as compat-tests/java/pom.xml pins
-    them: read from the pom, so writing the matrix never waits for Maven."""
+def _pom_versions(pom: Path, names: tuple[str, ...]) -> str:
+    """Versions pinned as properties of compat-tests/java/pom.xml: read from the pom, so writing the matrix
+    never waits for Maven."""
     import xml.etree.ElementTree as ElementTree
 
     if not pom.is_file():
         return "unknown (no compat-tests/java/pom.xml)"
     properties = ElementTree.parse(pom).getroot().find("{http://maven.apache.org/POM/4.0.0}properties")
-    found = [properties.findtext(f"{{http://maven.apache.org/POM/4.0.0}}{name}") for name in
-             ("kafka39.version", "kafka4.version")]
+    found = [properties.findtext(f"{{http://maven.apache.org/POM/4.0.0}}{name}") for name in names]
     return ", ".join(version for version in found if version) or "unknown"
+
+
+def _java_kafka_clients(pom: Path) -> str:
+    """The kafka-clients versions test_java_client.py runs: 3.9.x and 4.x."""
+    return _pom_versions(pom, ("kafka39.version", "kafka4.version"))
+
+
+def _kafka_tools(pom: Path) -> str:
+    """Kafka's command-line tools (test_kafka_tools.py, test_dump_log_segments.py) come from the 4.x jars."""
+    return _pom_versions(pom, ("kafka4.version",))
 
 
 def _kafkajs(node_dir: Path) -> str:

@@ -37,3 +37,12 @@ def test_python_clients_report_their_distribution_versions():
     import aiokafka
 
     assert matrix.client_versions(Path(__file__).parent)["aiokafka"] == aiokafka.__version__
+
+
+def test_kafka_tools_report_the_4x_kafka_version_pinned_in_the_pom(tmp_path):
+    pom = tmp_path / "pom.xml"
+    pom.write_text('<project xmlns="http://maven.apache.org/POM/4.0.0"><properties>'
+                   "<kafka39.version>3.9.2</kafka39.version><kafka4.version>4.4.0</kafka4.version>"
+                   "</properties></project>")
+    assert matrix._kafka_tools(pom) == "4.4.0"
+    assert matrix._java_kafka_clients(pom) == "3.9.2, 4.4.0"
