@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from confluent_client import consume, produce
+from group_clients import once_coordinator_ready
 from java_harness import JavaHarness, compile_harness, generations
 from matrix import codec_params
 
@@ -267,7 +268,7 @@ def spark_calls(java, bootstrap) -> dict:
 def _commit_one_offset(bootstrap: str, topic: str) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"compat-spark-{uuid.uuid4().hex[:8]}"})
     try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        once_coordinator_ready(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False))
     finally:
         consumer.close()
 
