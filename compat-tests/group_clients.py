@@ -12,6 +12,7 @@ import asyncio
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -62,6 +63,31 @@ def api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
     assert error == 0, f"ApiVersions answered error {error}"
     keys = (struct.unpack_from(">hhh", answer, 10 + 6 * i) for i in range(count))
     return {key: (lowest, highest) for key, lowest, highest in keys}
+
+
+UNSUPPORTED_VERSION = 35
+
+
+def skip_without_consumer_protocol(bootstrap: str) -> None:
+    """Skips unless the broker runs KIP-848's coordinator: Kafka 3.9 in ZooKeeper mode lists
+    ConsumerGroupHeartbeat in ApiVersions but answers it UNSUPPORTED_VERSION, and so refuses any consumer with
+    group.protocol=consumer. Asked with a leave (epoch -1) of an unknown member, which creates nothing."""
+    from differential import Connection, build
+
+    if HEARTBEAT_KEY not in api_versions(bootstrap):
+        pytest.skip("the broker does not serve ConsumerGroupHeartbeat: no consumer protocol")
+    connection = Connection(bootstrap)
+    try:
+        leave = build("ConsumerGroupHeartbeatRequest", 0, {
+            "group_id": f"probe-{uuid.uuid4().hex}", "member_id": uuid.uuid4().hex, "member_epoch": -1,
+            "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+            "server_assignor": None, "topic_partitions": None})
+        answer = connection.call(HEARTBEAT_KEY, 0, leave)
+    finally:
+        connection.close()
+    if getattr(answer, "error_code", None) == UNSUPPORTED_VERSION:
+        pytest.skip("the broker answers ConsumerGroupHeartbeat UNSUPPORTED_VERSION (Kafka in ZooKeeper mode): "
+                    "no consumer protocol")
 
 
 def skip_without_heartbeat_v1(bootstrap: str) -> None:

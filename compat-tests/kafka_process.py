@@ -187,7 +187,9 @@ class KafkaProcess:
         }
         if self.zookeeper:
             mode = {"broker.id": str(self.node_id), "zookeeper.connect": self.zookeeper,
-                    "listeners": f"PLAINTEXT://127.0.0.1:{self.port}"}
+                    "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                    # the shortest session ZooKeeper grants (2 ticks): a killed broker's registration goes soon
+                    "zookeeper.session.timeout.ms": "6000"}
         else:
             mode = {
                 "process.roles": "broker,controller",
@@ -211,6 +213,8 @@ class KafkaProcess:
         log_config = _log_config(self.jar_set, self.workdir, log)
         if not self.zookeeper and not (self.log_dir / "meta.properties").is_file():
             self._format(config, log_config, log)
+        if self.zookeeper:
+            self._wait_for_old_registration_to_expire(timeout)
         self.process = _jvm(self.jar_set, "kafka.Kafka", str(config), log_config=log_config, log=log)
         _wait_for_port(self.process, self.port, timeout, f"Kafka {self.version}", log)
         self._wait_ready(timeout)
@@ -223,6 +227,21 @@ class KafkaProcess:
                        log_config=log_config, log=log.with_name("format.log"), heap="-Xmx256M")
         if process.wait(120) != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{_tail(log.with_name('format.log'))}")
+
+    def _wait_for_old_registration_to_expire(self, timeout: float) -> None:
+        """After a SIGKILL, /brokers/ids/<id> stays until ZooKeeper expires the dead session, and a broker
+        started before that exits with NodeExists: wait as an operator would."""
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=self.zookeeper, timeout=10)
+        client.start(timeout=30)
+        try:
+            deadline = time.monotonic() + timeout
+            while client.exists(f"/brokers/ids/{self.node_id}") and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            client.stop()
+            client.close()
 
     def _wait_ready(self, timeout: float) -> None:
         """Until the broker answers Metadata with itself as a live broker (the port opens earlier)."""

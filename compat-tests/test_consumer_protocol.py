@@ -22,7 +22,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from group_clients import skip_without_heartbeat_v1  # noqa: E402
+from group_clients import skip_without_consumer_protocol, skip_without_heartbeat_v1  # noqa: E402
 from settle import create_topic  # noqa: E402
 
 SCENARIO = "Consumer group protocol: consumer (KIP-848)"
@@ -41,6 +41,12 @@ def broker(own_broker) -> str:
 def heartbeat_v1(broker: str) -> None:
     """librdkafka's members need ConsumerGroupHeartbeat v1 (group_clients.skip_without_heartbeat_v1)."""
     skip_without_heartbeat_v1(broker)
+
+
+@pytest.fixture
+def consumer_protocol(broker: str) -> None:
+    """Java's members need ConsumerGroupHeartbeat v0 or later (group_clients.skip_without_consumer_protocol)."""
+    skip_without_consumer_protocol(broker)
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
@@ -275,7 +281,7 @@ def _member_assignments(lines: list[dict]) -> list[set[int]]:
 
 
 @pytest.mark.client("java")
-def test_java_consumers_split_the_partitions_and_read_every_record(java_group, broker):
+def test_java_consumers_split_the_partitions_and_read_every_record(java_group, broker, consumer_protocol):
     topic = _topic(broker, 4)
     _produce(broker, topic, 4, 40)
     lines = java_group.run("group-consume", broker, topic, _group(), 2, 40, "consumer")
@@ -285,7 +291,7 @@ def test_java_consumers_split_the_partitions_and_read_every_record(java_group, b
 
 
 @pytest.mark.client("java")
-def test_java_consumer_resumes_from_the_offsets_it_committed(java_group, broker):
+def test_java_consumer_resumes_from_the_offsets_it_committed(java_group, broker, consumer_protocol):
     topic = _topic(broker, 2)
     group = _group()
     _produce(broker, topic, 2, 20)
@@ -300,7 +306,7 @@ def test_java_consumer_resumes_from_the_offsets_it_committed(java_group, broker)
 @pytest.mark.skipif("config.getoption('--target') == 'kafka' and config.getoption('--kafka-version') == '3.9'",
                     reason="librdkafka's KIP-848 consumer needs Kafka 4.0+: it finds Kafka 3.9's preview "
                            "ConsumerGroupHeartbeat 'not supported by broker' and never joins")
-def test_java_and_confluent_consumers_share_one_group(java_group, broker):
+def test_java_and_confluent_consumers_share_one_group(java_group, broker, consumer_protocol):
     """Both clients speak the same broker-side protocol, so they can be members of one group."""
     topic = _topic(broker, 4)
     _produce(broker, topic, 4, 40)
