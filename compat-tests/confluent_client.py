@@ -7,6 +7,10 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+# Explicit record timestamps for tests: an hour ago, on a whole second. Within Kafka's default 7-day
+# retention, so its periodic retention check cannot delete a test's records mid-test (it did, with 2023 ones).
+RECENT_TIMESTAMP = (int(time.time()) - 3600) * 1000
+
 
 def produce(bootstrap: str, topic: str, records: list[dict], **config) -> None:
     """Produce `records` (keyword arguments of Producer.produce) and require every one acknowledged."""

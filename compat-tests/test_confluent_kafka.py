@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from confluent_client import consume, produce
+from confluent_client import RECENT_TIMESTAMP, consume, produce
 from matrix import codec_params
 from settle import eventually, partition_count
 
@@ -25,7 +25,7 @@ def test_metadata_lists_the_broker_and_the_topic(bootstrap, new_topic):
                                                 "Explicit timestamps"))
 def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topic, codec):
     records = [{"key": f"k{i}".encode(), "value": f"value-{i}".encode() * (i + 1), "partition": 1,
-                "headers": [("h", f"{i}".encode()), ("empty", None)], "timestamp": 1_700_000_000_000 + i}
+                "headers": [("h", f"{i}".encode()), ("empty", None)], "timestamp": RECENT_TIMESTAMP + i}
                for i in range(50)]
     produce(bootstrap, new_topic, records, **{"compression.type": codec})
     received = consume(bootstrap, new_topic, 1, 50)

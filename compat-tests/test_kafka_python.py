@@ -6,6 +6,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from confluent_client import RECENT_TIMESTAMP
 from matrix import codec_params
 
 pytestmark = pytest.mark.client("kafka-python")
@@ -31,12 +32,12 @@ def test_records_round_trip_with_keys_headers_and_timestamps(bootstrap, new_topi
     producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=5)
     for i in range(30):
         producer.send(new_topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0,
-                      headers=[("h", f"{i}".encode())], timestamp_ms=1_700_000_000_000 + i)
+                      headers=[("h", f"{i}".encode())], timestamp_ms=RECENT_TIMESTAMP + i)
     producer.flush(20)
     producer.close()
     received = _consume(bootstrap, new_topic, 0, 30)
     assert [(m.key, m.value, m.headers, m.timestamp, m.offset) for m in received] == [
-        (f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode())], 1_700_000_000_000 + i, i)
+        (f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode())], RECENT_TIMESTAMP + i, i)
         for i in range(30)]
 
 

@@ -27,13 +27,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 import settle
-from confluent_client import consume, produce
+from confluent_client import RECENT_TIMESTAMP, consume, produce
 
 pytestmark = pytest.mark.client("kafkajs")
 
 NODE_DIR = Path(__file__).parent / "node"
 DRIVER = NODE_DIR / "kafkajs_driver.js"
-BASE_TIMESTAMP = 1_700_000_000_000
+BASE_TIMESTAMP = RECENT_TIMESTAMP
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 
 
