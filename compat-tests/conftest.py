@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     compat_dir = Path(__file__).parent.resolve()
     option = "--bootstrap" if config.getoption("--bootstrap") else f"--target {config.getoption('--target')}"
-    skip = pytest.mark.skip(reason=f"uses a kbroker of its own, not the broker that {option} names")
+    skip = pytest.mark.skip(reason=f"{matrix.OWN_KBROKER}, not the broker that {option} names")
     for item in items:
         uses_target = TARGET_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if item.path.resolve().is_relative_to(compat_dir) and not uses_target:

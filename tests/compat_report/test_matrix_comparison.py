@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -74,6 +75,25 @@ def test_every_differing_cell_is_listed_with_each_outcome_and_its_reason() -> No
         "- **Explicit timestamps** (alpha): kbroker ❌ known, Kafka 4.4.0 ✅. kbroker: expected failure: issue 19",
         "- **Consume from latest** (alpha): kbroker ✅, Kafka 4.4.0 no test",
     ]
+
+
+OWN_SKIP = "uses a kbroker of its own, not the broker that --target kafka names"
+KBROKER_ONLY = matrix.Run("kbroker", "fresh kbroker", [
+    _outcome("Fetch", client="wire"), _outcome("Produce", matrix.KNOWN_FAIL, "expected failure: issue 19", "wire")])
+KAFKA_SKIPPING_THEM = matrix.Run("Kafka 4.4.0", "Apache Kafka 4.4.0", [
+    _outcome("Fetch", matrix.SKIP, OWN_SKIP, "wire"), _outcome("Produce", matrix.SKIP, OWN_SKIP, "wire")])
+
+
+def test_a_test_that_brings_its_own_kbroker_shows_kbrokers_cell_alone_with_a_note() -> None:
+    page = matrix.render_comparison([KBROKER_ONLY, KAFKA_SKIPPING_THEM], {}, TODAY)
+    assert re.search(r"^\| Fetch \| ✅\[\^(\d+)\] \|$", page, re.MULTILINE)
+    assert f"]: {matrix.OWN_KBROKER_NOTE}" in page
+
+
+def test_a_test_that_brings_its_own_kbroker_is_a_difference_only_when_it_fails_or_is_known_to() -> None:
+    assert _differences(matrix.render_comparison([KBROKER_ONLY, KAFKA_SKIPPING_THEM], {}, TODAY)) == [
+        "- **Produce** (wire): kbroker ❌ known (the test compares kbroker with Kafka itself). "
+        "kbroker: expected failure: issue 19"]
 
 
 def test_runs_that_agree_everywhere_say_there_is_no_difference() -> None:
