@@ -77,7 +77,7 @@ def test_uncommitted_partition_reads_back_as_invalid_offset(group_broker: Broker
     topic = _topic(bootstrap, 1)
     consumer = _consumer(bootstrap, f"g-{uuid.uuid4().hex[:8]}")
     try:
-        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        [committed] = once_coordinator_ready(lambda: consumer.committed([TopicPartition(topic, 0)], timeout=10))
         assert committed.offset == confluent_kafka.OFFSET_INVALID
     finally:
         consumer.close()
