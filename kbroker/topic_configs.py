@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kbroker.broker import TopicError
 from kbroker.log.config import LogConfig
+from kbroker.metadata_versions import metadata_version_problem
 
 INVALID_CONFIG = 40
 _INT_RANGE = (-(2**31), 2**31 - 1)
@@ -65,6 +66,14 @@ def _bool(text: str) -> bool:
     if text.strip().lower() not in ("true", "false"):
         raise ValueError("Expected value to be either true or false")
     return text.strip().lower() == "true"
+
+
+def _message_format_version(text: str) -> str:
+    """Kafka 3.9's check of the deprecated message.format.version: a version name it knows."""
+    problem = metadata_version_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def _policy(text: str) -> str:
@@ -126,6 +135,23 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
                 "How long a deleted or replaced segment's files stay on disk (for reads under way)."),
     TopicConfig("unclean.leader.election.enable", "unclean.leader.election.enable", _bool, None, "BOOLEAN",
                 "Whether a replica outside the ISR may become leader, at the risk of losing data."),
+    TopicConfig("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", _long(0),
+                "message_timestamp_before_max_ms", "LONG",
+                "How far before the broker's clock a CreateTime record's timestamp may lie; an older record "
+                "is refused with INVALID_TIMESTAMP."),
+    TopicConfig("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", _long(0),
+                "message_timestamp_after_max_ms", "LONG",
+                "How far after the broker's clock a CreateTime record's timestamp may lie; a later record "
+                "is refused with INVALID_TIMESTAMP."),
+    # deprecated in Kafka 3 and removed in 4: accepted as Kafka 3.9 accepts them (see docs/compatibility.md)
+    TopicConfig("message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", _long(0),
+                "message_timestamp_difference_max_ms", "LONG",
+                "[DEPRECATED] Both timestamp bounds at once, for each of message.timestamp.before.max.ms and "
+                "message.timestamp.after.max.ms left at its largest value."),
+    TopicConfig("message.format.version", "log.message.format.version", _message_format_version, None, "STRING",
+                "[DEPRECATED] Accepted and reported only: records are always stored in format v2."),
+    TopicConfig("message.downconversion.enable", "log.message.downconversion.enable", _bool, None, "BOOLEAN",
+                "[DEPRECATED] Accepted and reported only: records are never converted to an older format."),
 )}
 
 

@@ -11,3 +11,9 @@ class EncodeError(ValueError):
 
 class CorruptRecordError(DecodeError):
     """A record batch failed its CRC or structural checks (Kafka's CORRUPT_MESSAGE)."""
+
+
+class RecordLayoutError(CorruptRecordError):
+    """A batch whose CRC holds but whose records disagree with its header: fewer or more records
+    than its count, a record length outside the batch, bytes after the last record. Kafka
+    refuses such a produced batch with INVALID_RECORD, not CORRUPT_MESSAGE."""

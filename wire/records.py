@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import crc32c
 
 from wire.compression import DEFAULT_MAX_OUTPUT, compress, decompress
-from wire.exceptions import CorruptRecordError, DecodeError, EncodeError
+from wire.exceptions import CorruptRecordError, DecodeError, EncodeError, RecordLayoutError
 from wire.varint import encode_varint, read_uvarint, read_varint, read_varlong
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "build_batch",
     "build_batch_like",
     "build_end_txn_batch",
+    "check_record_layout",
     "decode_batch",
     "decode_records_section",
     "encode_records_section",
@@ -240,7 +241,8 @@ def iter_batches(buf: _Buffer, start: int = 0) -> BatchIterator:
 def validate_batch(buf: _Buffer, pos: int = 0) -> BatchHeader:
     """Structural checks and CRC-32C of the batch at `pos`; no decompression.
 
-    Raises CorruptRecordError naming the first check that failed.
+    Raises CorruptRecordError naming the first check that failed (RecordLayoutError when the
+    CRC holds but the record count cannot fit in the batch).
     """
     if pos < 0 or len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"truncated record batch at position {pos}")
@@ -258,13 +260,13 @@ def validate_batch(buf: _Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(f"unknown compression codec id {codec}")
     if header.record_count < 0:
         raise CorruptRecordError(f"negative record count {header.record_count}")
-    body = header.batch_length - MIN_BATCH_LENGTH
-    if codec == 0 and header.record_count * _MIN_RECORD_SIZE > body:
-        raise CorruptRecordError(f"record count {header.record_count} cannot fit in {body} bytes of records")
     crc_end = pos + LOG_OVERHEAD + header.batch_length
     actual = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : crc_end])
     if actual != header.crc:
         raise CorruptRecordError(f"CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
+    body = header.batch_length - MIN_BATCH_LENGTH
+    if codec == 0 and header.record_count * _MIN_RECORD_SIZE > body:  # after the CRC, as Kafka checks them
+        raise RecordLayoutError(f"record count {header.record_count} cannot fit in {body} bytes of records")
     return header
 
 
@@ -383,7 +385,12 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int, claimed: int
     (same-sized values: the records sit a fixed stride apart), the whole run is checked and
     its deltas read with strided slices, in C; a short section surfaces as the IndexError
     of reading past its end. `claimed` (the header's maxTimestamp - baseTimestamp) is only
-    a guess checked first: the answer is always what the records hold."""
+    a guess checked first: the answer is always what the records hold.
+
+    The same walk is the produce path's check of the records' layout (Kafka's LogValidator walks
+    every record too): exactly `record_count` records, each length prefix a valid varint of at
+    least the smallest record and inside the section, and no byte after the last record, or
+    RecordLayoutError. It follows length prefixes and decodes only the timestamp deltas."""
     view: _Buffer = memoryview(section)
     if type(section) is not bytes and len(view) <= record_count * _COPY_RECORDS_BELOW:
         view = bytes(view)  # small records: bytes reads and strided slices beat a memoryview's
@@ -402,8 +409,8 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int, claimed: int
                 raw, after = read_uvarint(view, pos)
                 prefix = after - pos
             length = (raw >> 1) ^ -(raw & 1)
-            if length < 6:
-                raise CorruptRecordError(f"record length {length} out of bounds")
+            if length < _MIN_RECORD_SIZE - 1:
+                raise RecordLayoutError(f"record length {length} out of bounds")
             step = prefix + length
             if done >= plain_until and record_count - done > 1 and view[pos + step] == byte:
                 run = _uniform_run(view, pos, step, prefix, record_count - done)
@@ -430,13 +437,61 @@ def max_record_timestamp_delta(section: _Buffer, record_count: int, claimed: int
                 largest = delta
             done += 1
             pos += step
-    except (IndexError, DecodeError):
-        raise CorruptRecordError("records section ends before its record count") from None
-    if pos > len(view):
-        raise CorruptRecordError("the last record runs past the end of the records section")
+    except RecordLayoutError:
+        raise
+    except IndexError:
+        raise RecordLayoutError(f"records section ends before its record count {record_count}") from None
+    except DecodeError as error:  # a varint longer than Kafka allows
+        raise RecordLayoutError(f"record {done}: {error}") from None
+    _check_walk_end(pos, len(view), record_count)
     if columns:
         return max(largest, _largest_zigzag_byte(columns[0] if len(columns) == 1 else b"".join(columns), claimed))
     return largest
+
+
+def check_record_layout(section: _Buffer, record_count: int) -> None:
+    """The layout check of `max_record_timestamp_delta` alone, for batches whose record timestamps
+    are not needed (LogAppendTime topics): it follows the length prefixes, hopping over runs of
+    same-sized records at once, and decodes nothing else. RecordLayoutError when the records
+    disagree with `record_count` or the section's size."""
+    view: _Buffer = memoryview(section)
+    if type(section) is not bytes and len(view) <= record_count * _COPY_RECORDS_BELOW:
+        view = bytes(view)
+    pos = done = 0
+    try:
+        while done < record_count:
+            byte = view[pos]
+            if byte < 0x80:
+                prefix, raw = 1, byte
+            elif (second := view[pos + 1]) < 0x80:
+                prefix, raw = 2, (byte & 0x7F) | (second << 7)
+            else:
+                raw, after = read_uvarint(view, pos)
+                prefix = after - pos
+            length = (raw >> 1) ^ -(raw & 1)
+            if length < _MIN_RECORD_SIZE - 1:
+                raise RecordLayoutError(f"record length {length} out of bounds")
+            step = prefix + length
+            run = 1
+            if record_count - done > 1 and view[pos + step] == byte:
+                run = _uniform_run(view, pos, step, prefix, record_count - done) or 1
+            done += run
+            pos += run * step
+    except RecordLayoutError:
+        raise
+    except IndexError:
+        raise RecordLayoutError(f"records section ends before its record count {record_count}") from None
+    except DecodeError as error:
+        raise RecordLayoutError(f"record {done}: {error}") from None
+    _check_walk_end(pos, len(view), record_count)
+
+
+def _check_walk_end(pos: int, end: int, record_count: int) -> None:
+    """After walking `record_count` records: the last one must end where the section does."""
+    if pos > end:
+        raise RecordLayoutError("the last record runs past the end of the records section")
+    if pos < end:
+        raise RecordLayoutError(f"{end - pos} bytes left after the last of {record_count} records")
 
 
 def _uniform_run(view: _Buffer, pos: int, step: int, prefix: int, limit: int) -> int:
@@ -533,7 +588,7 @@ def decode_records_section(section: _Buffer, header: BatchHeader) -> Iterator[Re
     count = header.record_count
     end = len(section)
     if count < 0 or count * _MIN_RECORD_SIZE > end:
-        raise CorruptRecordError(f"record count {count} cannot fit in {end} bytes of records")
+        raise RecordLayoutError(f"record count {count} cannot fit in {end} bytes of records")
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
@@ -542,7 +597,7 @@ def decode_records_section(section: _Buffer, header: BatchHeader) -> Iterator[Re
         record, pos = _read_record(section, pos, base_offset, base_timestamp, append_time)
         yield record
     if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
+        raise RecordLayoutError(f"{end - pos} bytes left after the last of {count} records")
 
 
 def _read_record(
@@ -550,7 +605,7 @@ def _read_record(
 ) -> tuple[Record, int]:
     length, pos = read_varint(buf, pos)
     if length < _MIN_RECORD_SIZE - 1 or length > len(buf) - pos:
-        raise CorruptRecordError(f"record length {length} out of bounds")
+        raise RecordLayoutError(f"record length {length} out of bounds")
     end = pos + length
     pos += 1  # record attributes: unused by every version so far
     timestamp_delta, pos = read_varlong(buf, pos)

@@ -119,7 +119,9 @@ def _partition_data(index: int, error: int, log=None, records=b""):
 
 
 def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool):
-    """(partition data, bytes found) for one partition."""
+    """(partition data, bytes found) for one partition. Only the `first` partition to return data may
+    exceed the request's budget with one whole batch (KIP-74, as Kafka's minOneMessage); later
+    ones stop at what is left of it."""
     if wanted.name is None:
         return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_ID), 0
     log = broker.partition_log(wanted.name, wanted.partition)
@@ -130,7 +132,8 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
         return _partition_data(wanted.partition, epoch_error), 0
     limit = min(wanted.max_bytes, budget)
     try:
-        chunk = log.read(wanted.fetch_offset, limit, log.high_watermark) if limit > 0 or first else None
+        chunk = (log.read(wanted.fetch_offset, limit, log.high_watermark, min_one_batch=first)
+                 if limit > 0 or first else None)
     except OffsetOutOfRangeError:
         return _partition_data(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
     except OSError as error:

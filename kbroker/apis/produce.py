@@ -6,7 +6,7 @@ import logging
 
 from kbroker.apis.registry import handles
 from kbroker.broker import LEADER_EPOCH, Broker, now_ms
-from kbroker.log.errors import LogError
+from kbroker.log.errors import LogError, RecordError, RecordValidationError
 from wire import messages
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
@@ -20,11 +20,17 @@ _LEADER_UNCHANGED = Response.LeaderIdAndEpoch()  # (-1, -1): read only by the en
 
 
 def _partition_response(index: int, error: int, base_offset: int = -1, append_time: int = -1,
-                        log_start: int = -1, message: str | None = None):
+                        log_start: int = -1, message: str | None = None, record_errors: tuple[RecordError, ...] = ()):
     return Response.PartitionProduceResponse(index=index, error_code=error, base_offset=base_offset,
                                              log_append_time_ms=append_time, log_start_offset=log_start,
-                                             record_errors=[], error_message=message,
-                                             current_leader=_LEADER_UNCHANGED)
+                                             record_errors=[_record_error(e) for e in record_errors],
+                                             error_message=message, current_leader=_LEADER_UNCHANGED)
+
+
+def _record_error(error: RecordError):
+    """One refused record as the response lists it (KIP-467, v8+)."""
+    return Response.BatchIndexAndErrorMessage(batch_index=error.batch_index,
+                                              batch_index_error_message=error.message)
 
 
 def _topic_refusal(broker: Broker, topic_name: str | None, acks: int) -> ErrorCode | None:
@@ -48,6 +54,9 @@ def _append(broker: Broker, topic_name: str, partition, now: int):
         info = log.append(records, now, leader_epoch=LEADER_EPOCH)
     except (CorruptRecordError, DecodeError) as error:
         return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
+    except RecordValidationError as error:  # the records at fault, each named, and Kafka's summary
+        return _partition_response(partition.index, error.error_code, message=str(error),
+                                   record_errors=error.record_errors)
     except LogError as error:
         return _partition_response(partition.index, error.error_code, message=str(error))
     except OSError as error:  # the disk refused the write (full, failing): its log dir goes offline, as in Kafka

@@ -8,7 +8,6 @@ call `append` on produce and `read` on fetch (which returns a `FileSlice` for se
 from kbroker.log.cleaner import CleanerConfig, LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
-    CompactedTopicKeyError,
     CorruptIndexError,
     CorruptRecordError,
     InconsistentMetadataError,
@@ -18,7 +17,9 @@ from kbroker.log.errors import (
     LogSegmentOffsetOverflowError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    RecordError,
     RecordTooLargeError,
+    RecordValidationError,
     UnsupportedMessageFormatError,
 )
 from kbroker.log.file_slice import FileSlice
@@ -31,7 +32,6 @@ from kbroker.log.time_index import TimeIndex, TimestampOffset
 __all__ = [
     "AppendInfo",
     "CleanerConfig",
-    "CompactedTopicKeyError",
     "CorruptIndexError",
     "CorruptRecordError",
     "FileSlice",
@@ -50,7 +50,9 @@ __all__ = [
     "OffsetPosition",
     "PartitionLog",
     "RecordBatchTooLargeError",
+    "RecordError",
     "RecordTooLargeError",
+    "RecordValidationError",
     "TimeIndex",
     "TimestampOffset",
     "UnsupportedMessageFormatError",

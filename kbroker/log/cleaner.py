@@ -721,6 +721,15 @@ class LogCleaner:
             self._thread.join(timeout)
             self._thread = None
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New settings (Kafka's dynamic log.cleaner.*): stop the thread, take them, start again."""
+        was_running = self._thread is not None
+        self.shutdown()
+        self.config = config
+        self._cleaner = Cleaner(config, self._check_done)
+        if was_running:
+            self.start()
+
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

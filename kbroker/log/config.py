@@ -38,6 +38,9 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
 }
 _STRING_FIELDS = {"message_timestamp_type", "cleanup_policy"}
 _FLOAT_FIELDS = {"min_cleanable_dirty_ratio"}
@@ -65,6 +68,12 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    # how far a CreateTime record's timestamp may lie before / after the broker's clock (Kafka's
+    # LogValidator); LONG_MAX: no bound. The broker passes Kafka 4's defaults (after: one hour);
+    # difference.max.ms is Kafka 3's deprecated single bound, used where the other two are LONG_MAX.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
@@ -82,6 +91,9 @@ class LogConfig:
             raise ValueError(f"min.cleanable.dirty.ratio must be in [0, 1], not {self.min_cleanable_dirty_ratio}")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1:
             raise ValueError("delete.retention.ms >= 0, min.compaction.lag.ms >= 0, max.compaction.lag.ms >= 1")
+        if min(self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
+               self.message_timestamp_difference_max_ms) < 0:
+            raise ValueError("message.timestamp.before.max.ms, .after.max.ms and .difference.max.ms must be >= 0")
 
     @functools.cached_property  # read on every append; the config is frozen
     def cleanup_policies(self) -> tuple[str, ...]:
@@ -100,6 +112,20 @@ class LogConfig:
     @functools.cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @functools.cached_property
+    def timestamp_before_max_ms(self) -> int:
+        """The bound in force on past timestamps: before.max.ms, or difference.max.ms while it is unset."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @functools.cached_property
+    def timestamp_after_max_ms(self) -> int:
+        """The bound in force on future timestamps: after.max.ms, or difference.max.ms while it is unset."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @functools.cached_property
     def flush_ms(self) -> int | None:

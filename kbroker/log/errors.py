@@ -7,11 +7,13 @@ unchanged, since that is the type the codec already uses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError
 
 __all__ = [
-    "CompactedTopicKeyError",
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSnapshotError",
@@ -26,7 +28,9 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
+    "RecordError",
     "RecordTooLargeError",
+    "RecordValidationError",
     "UnsupportedMessageFormatError",
 ]
 
@@ -61,13 +65,32 @@ class InvalidRecordError(LogError):
     error_code = ErrorCode.INVALID_RECORD
 
 
-class CompactedTopicKeyError(InvalidRecordError):
-    """A record without a key sent to a compacted topic; `record_index` is its place in its batch
-    (Kafka reports it as the RecordError's batchIndex)."""
+class RecordError(NamedTuple):
+    """One refused record (KIP-467): its place in its batch and why, as Kafka's ProduceResponse.RecordError."""
 
-    def __init__(self, message: str, record_index: int) -> None:
-        super().__init__(message)
-        self.record_index = record_index
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"  # Java's toString
+
+
+class RecordValidationError(LogError):
+    """Records of an intact batch that break Kafka's per-record rules (a compacted topic's missing
+    key, a timestamp out of bounds). Kafka refuses the whole batch, lists every offending record in
+    the produce response's record_errors, and sums them up in its error_message: INVALID_TIMESTAMP if
+    any timestamp is at fault, else INVALID_RECORD with the first three listed."""
+
+    def __init__(self, record_errors: Sequence[RecordError], invalid_timestamp: bool) -> None:
+        self.record_errors = tuple(record_errors)
+        self.error_code = ErrorCode.INVALID_TIMESTAMP if invalid_timestamp else ErrorCode.INVALID_RECORD
+        if invalid_timestamp:
+            summary = "One or more records have been rejected due to invalid timestamp"
+        else:
+            first = ", ".join(str(error) for error in self.record_errors[:3])
+            summary = (f"One or more records have been rejected due to {len(self.record_errors)} record errors "
+                       f"in total, and only showing the first three errors at most: [{first}]")
+        super().__init__(summary)
 
 
 class UnsupportedMessageFormatError(LogError):

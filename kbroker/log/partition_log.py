@@ -32,7 +32,6 @@ from typing import NamedTuple
 from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import (
-    CompactedTopicKeyError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -44,15 +43,16 @@ from kbroker.log.flusher import LogFlusher, PendingSync
 from kbroker.log.leader_epoch_cache import LeaderEpochCache
 from kbroker.log.loader import load_segments, segment_file_names
 from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
-from kbroker.log.record_keys import first_null_key
+from kbroker.log.record_validation import RecordRules
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
-from wire.exceptions import DecodeError
+from wire.exceptions import DecodeError, RecordLayoutError
 from wire.records import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     BatchHeader,
+    check_record_layout,
     max_record_timestamp_delta,
     records_section,
     restamped_header,
@@ -100,15 +100,28 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
+def _records(buf: memoryview, position: int, header: BatchHeader) -> memoryview | bytes:
+    """A batch's records section: where it lies when uncompressed (no copy), else decompressed."""
+    if header.codec == 0:
+        return buf[position + HEADER_SIZE : position + header.size]
+    return records_section(buf, position)[1]
+
+
 def _records_max_timestamp(buf: memoryview, position: int, header: BatchHeader) -> int:
+    """The batch's largest record timestamp, from its records; RecordLayoutError when they disagree
+    with its header."""
     if header.record_count <= 0:
         return header.max_timestamp
-    if header.codec == 0:  # uncompressed: read the records where they are, no copy
-        section = buf[position + HEADER_SIZE : position + header.size]
-    else:
-        _, section = records_section(buf, position)
     claimed = header.max_timestamp - header.base_timestamp  # checked, not trusted
-    return header.base_timestamp + max_record_timestamp_delta(section, header.record_count, claimed)
+    return header.base_timestamp + max_record_timestamp_delta(_records(buf, position, header), header.record_count,
+                                                              claimed)
+
+
+def _check_records_layout(buf: memoryview, position: int, header: BatchHeader) -> None:
+    """RecordLayoutError when the batch's records disagree with its header; for LogAppendTime topics,
+    which need no record timestamps."""
+    if header.record_count > 0:
+        check_record_layout(_records(buf, position, header), header.record_count)
 
 
 def _check_client_batch(header: BatchHeader) -> None:
@@ -169,6 +182,7 @@ class PartitionLog:
         now = _now_ms() if now_ms is None else now_ms
         self.dir = Path(directory)
         self.config = config or LogConfig()
+        self._record_rules = RecordRules.of(self.dir.name, self.config)
         self.lock = threading.RLock()
         self._flusher = flusher
         self._truncations = 0  # bumped by every truncation, so the cleaner can tell it raced one
@@ -257,7 +271,8 @@ class PartitionLog:
         """The produce path: validate, assign offsets, stamp times, write, roll and flush.
 
         Raises CorruptRecordError, UnsupportedMessageFormatError (magic 0/1),
-        RecordTooLargeError, RecordBatchTooLargeError, InvalidRecordError, or the producer
+        RecordTooLargeError, RecordBatchTooLargeError, InvalidRecordError,
+        RecordValidationError (records breaking Kafka's per-record rules), or the producer
         state's InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError;
         nothing is written unless every batch passes. A retried idempotent batch writes
         nothing and returns the original offsets with `duplicate=True`. `coordinator=True`
@@ -268,12 +283,15 @@ class PartitionLog:
         self._check_open()
         now = _now_ms() if now_ms is None else now_ms
         view = memoryview(records)
-        headers = self._validate_batches(view, coordinator)
-        if len(view) > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{len(view)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
-            )
-        pieces, info = self._stamp(view, headers, now, leader_epoch, trust_max_timestamp=coordinator)
+        try:
+            headers = self._validate_batches(view, coordinator)
+            if len(view) > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{len(view)} bytes of records exceed segment.bytes={self.config.segment_bytes}"
+                )
+            pieces, info = self._stamp(view, headers, now, leader_epoch, trust_max_timestamp=coordinator)
+        except RecordLayoutError as error:  # an intact batch whose records disagree with it: Kafka's INVALID_RECORD
+            raise InvalidRecordError(str(error)) from None
         producers = self._producers.prepare(
             headers, self._leo, now if self.config.log_append_time else None, client=not coordinator
         )
@@ -309,7 +327,6 @@ class PartitionLog:
             raise InvalidRecordError("produce request carries no record batch")
         headers: list[BatchHeader] = []
         position = 0
-        check_keys = self.config.compact and not coordinator  # the coordinators always write keys
         while position < len(buf):
             if len(buf) - position > _MAGIC_OFFSET and buf[position + _MAGIC_OFFSET] in (0, 1):
                 raise UnsupportedMessageFormatError(
@@ -323,19 +340,9 @@ class PartitionLog:
                 )
             if not coordinator:
                 _check_client_batch(header)
-            if check_keys and not header.is_control:
-                self._check_keys(buf, position, header)
             headers.append(header)
             position += size
         return headers
-
-    def _check_keys(self, buf: memoryview, position: int, header: BatchHeader) -> None:
-        """Kafka's LogValidator rule for compacted topics: every record needs a key."""
-        index = first_null_key(memoryview(buf)[position : position + header.size], header)
-        if index is not None:
-            raise CompactedTopicKeyError(
-                f"Compacted topic cannot accept message without key in topic partition {self.dir.name}", index
-            )
 
     def _stamp(
         self, view: memoryview, headers: list[BatchHeader], now_ms: int, leader_epoch: int | None,
@@ -344,8 +351,11 @@ class PartitionLog:
         """Each batch as (restamped header, records): offsets from the log end, the leader epoch,
         and maxTimestamp as Kafka's LogValidator sets it, from the records whatever the producer
         wrote (kafkajs, for one, can understate it), or the append time on LogAppendTime topics.
-        `trust_max_timestamp`: the batches come from kbroker's own coordinators, which build
-        their headers from the records, so the records need not be read again."""
+        Reading the records is also their layout check (RecordLayoutError); on LogAppendTime
+        topics they are walked for that alone, and where the records are read, Kafka's per-record rules are checked
+        (RecordRules: keys, timestamps). `trust_max_timestamp`: the batches come from kbroker's own
+        coordinators, which build their headers from the records, so the records need not be
+        read again."""
         append_time = self.config.log_append_time
         timestamp_type = LOG_APPEND_TIME if append_time else CREATE_TIME
         next_offset = self._leo
@@ -353,12 +363,16 @@ class PartitionLog:
         max_timestamp = offset_of_max = NO_TIMESTAMP
         pieces: list[bytes | bytearray | memoryview] = []
         for header in headers:
-            if append_time:
-                batch_max = now_ms
-            elif trust_max_timestamp:
-                batch_max = header.max_timestamp
+            if trust_max_timestamp:
+                batch_max = now_ms if append_time else header.max_timestamp
             else:
-                batch_max = _records_max_timestamp(view, position, header)
+                if append_time:  # the broker's clock stamps the batch: its records are walked for their layout only
+                    _check_records_layout(view, position, header)
+                    records_max = now_ms
+                else:
+                    records_max = _records_max_timestamp(view, position, header)  # also checks the records' layout
+                self._record_rules.check(view, position, header, records_max, now_ms)
+                batch_max = now_ms if append_time else records_max
             end = position + header.size
             pieces.append(restamped_header(view, position, header, next_offset, leader_epoch, batch_max,
                                            timestamp_type))
@@ -549,8 +563,9 @@ class PartitionLog:
         """Whole batches from the one holding `offset`, all with last offset < `max_offset_exclusive`.
 
         At most `max_bytes`, except that a first batch larger than that is returned alone
-        (KIP-74). None when there is nothing to return yet; OffsetOutOfRangeError outside
-        [log start offset, log end offset]. Reads stop at a segment's end.
+        (KIP-74) if `min_one_batch`. None when there is nothing to return yet, or nothing that
+        fits; OffsetOutOfRangeError outside [log start offset, log end offset]. Reads stop at a
+        segment's end.
         """
         self._check_open()
         leo = self._leo
@@ -568,7 +583,7 @@ class PartitionLog:
                 return None
             found = segment.read(offset, max_bytes, self._max_position(i, bound), min_one_batch)
             if found is not None:
-                return found
+                return found if len(found) else None  # empty: the next batch is here but does not fit
         return None
 
     def _max_position(self, index: int, bound: int) -> int | None:
@@ -911,6 +926,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         """New topic settings take effect from the next append/roll/retention pass."""
         self.config = config
+        self._record_rules = RecordRules.of(self.dir.name, config)
 
     def _check_open(self) -> None:
         if self._closed:

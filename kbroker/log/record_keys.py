@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from wire.exceptions import CorruptRecordError, DecodeError
+from wire.exceptions import CorruptRecordError, DecodeError, RecordLayoutError
 from wire.records import BatchHeader, records_section
 
-__all__ = ["RecordKey", "first_null_key", "record_keys"]
+__all__ = ["RecordKey", "record_keys"]
 
 _Buffer = bytes | bytearray | memoryview
 
@@ -56,7 +56,7 @@ def _scan(section: bytes, header: BatchHeader) -> list[RecordKey]:
             length, pos = _zigzag(section, pos)
         end = pos + length
         if length < 6 or end > size:
-            raise CorruptRecordError(f"record length {length} out of bounds")
+            raise RecordLayoutError(f"record length {length} out of bounds")
         cursor = pos + 1  # record attributes
         while section[cursor] & 0x80:  # timestampDelta: not needed, skipped
             cursor += 1
@@ -80,7 +80,7 @@ def _scan(section: bytes, header: BatchHeader) -> list[RecordKey]:
         found.append(RecordKey(base + offset_delta, key, not section[cursor] & 1))
         pos = end
     if pos != size:
-        raise CorruptRecordError(f"{size - pos} bytes left after the last of {header.record_count} records")
+        raise RecordLayoutError(f"{size - pos} bytes left after the last of {header.record_count} records")
     return found
 
 
@@ -90,16 +90,8 @@ def record_keys(batch: _Buffer, header: BatchHeader) -> list[RecordKey]:
     try:
         return _scan(section, header)
     except IndexError:
-        raise CorruptRecordError("truncated record") from None
+        raise RecordLayoutError("a record runs past the end of the records section") from None
     except DecodeError:
         raise
     except ValueError as exc:
         raise CorruptRecordError(str(exc)) from None
-
-
-def first_null_key(batch: _Buffer, header: BatchHeader) -> int | None:
-    """Index within the batch of the first record without a key, or None."""
-    for index, record in enumerate(record_keys(batch, header)):
-        if record.key is None:
-            return index
-    return None

@@ -310,8 +310,10 @@ class LogSegment:
         """Whole batches from the one holding `start_offset`, at most `max_bytes` of them.
 
         The first batch is returned whole even when larger than `max_bytes` (KIP-74) if
-        `min_one_batch`. `max_position` (a batch boundary) caps the range, e.g. at the high
-        watermark. None when no batch at or after `start_offset` lies before the cap.
+        `min_one_batch`; otherwise such a batch gives an empty slice, so that the caller stops
+        here instead of reading on in the next segment. `max_position` (a batch boundary) caps
+        the range, e.g. at the high watermark. None when no batch at or after `start_offset`
+        lies before the cap.
         """
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
@@ -323,7 +325,7 @@ class LogSegment:
         file = self._reader()
         first = header.size
         if first > max_bytes:
-            return FileSlice(file, position, first) if min_one_batch else None
+            return FileSlice(file, position, first if min_one_batch else 0)
         limit = position + max_bytes
         if limit >= end:
             return FileSlice(file, position, end - position)

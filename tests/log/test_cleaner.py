@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.log import CleanerConfig, CompactedTopicKeyError, LogConfig, LogManager, PartitionLog
+from kbroker.log import CleanerConfig, LogConfig, LogManager, PartitionLog, RecordError, RecordValidationError
 from kbroker.log.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from kbroker.log.cleaner import clean_log
 from kbroker.log.errors import OutOfOrderSequenceError
@@ -320,10 +320,11 @@ def test_an_open_transaction_is_not_cleaned(tmp_path: Path) -> None:
 
 def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    with pytest.raises(CompactedTopicKeyError) as refused:
+    with pytest.raises(RecordValidationError) as refused:
         log.append(build_batch([Record(0, NOW, b"k", b"v", ()), Record(1, NOW, None, b"v", ())], codec=1), NOW)
-    assert refused.value.error_code == ErrorCode.INVALID_RECORD and refused.value.record_index == 1
-    assert str(refused.value) == f"Compacted topic cannot accept message without key in topic partition {TOPIC}-0"
+    missing_key = f"Compacted topic cannot accept message without key in topic partition {TOPIC}-0"
+    assert refused.value.error_code == ErrorCode.INVALID_RECORD
+    assert refused.value.record_errors == (RecordError(1, missing_key),)
     assert log.log_end_offset == 0
     plain = PartitionLog(tmp_path / "plain-0", LogConfig(), now_ms=NOW)
     assert plain.append(_record(None, b"v"), NOW).first_offset == 0

@@ -25,10 +25,11 @@ from wire.records import (
     Record,
     build_batch,
     build_end_txn_batch,
+    encode_records_section,
     read_batch_header,
 )
 
-from log_helpers import batch, batch_offsets, read_records, slice_offsets
+from log_helpers import batch, batch_offsets, forged_batch, read_records, slice_offsets
 
 NOW = 1_700_000_000_000
 
@@ -120,6 +121,46 @@ def test_record_count_disagreeing_with_offsets_is_invalid(tmp_path: Path) -> Non
         log.append(build_batch(records, last_offset_delta=5), NOW)
 
 
+def _section(count: int) -> bytes:
+    """The uncompressed records of `count` keyed records."""
+    records = [Record(i, NOW, b"key-%d" % i, b"v" * 30, ()) for i in range(count)]
+    return encode_records_section(records, 0, NOW)
+
+
+# (records section, record count in the header): intact batches (CRC holds) whose records disagree with the header
+LAYOUT_FAULTS = {
+    "a-record-more-than-the-count": (_section(3), 2),
+    "a-record-fewer-than-the-count": (_section(2), 3),
+    "bytes-after-the-last-record": (_section(2) + b"\x00\x00", 2),
+    "a-record-length-past-the-end": (b"\xc8\x01" + _section(1)[1:], 1),
+    "an-over-long-length-varint": (b"\xff" * 5 + b"\x01" + _section(1), 1),
+}
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4], ids=["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("fault", LAYOUT_FAULTS)
+def test_records_disagreeing_with_their_batch_header_are_invalid_and_nothing_is_written(
+        tmp_path: Path, fault: str, codec: int) -> None:
+    """Kafka's LogValidator walks every record of a produced batch (decompressed if need be): INVALID_RECORD."""
+    log = _log(tmp_path)
+    log.append(batch(1), NOW)
+    section, count = LAYOUT_FAULTS[fault]
+    with pytest.raises(InvalidRecordError):
+        log.append(batch(1) + forged_batch(section, count, codec, NOW), NOW)
+    assert log.log_end_offset == 1 and log.active_segment.size == len(batch(1))
+
+
+@pytest.mark.parametrize("codec", [0, 3], ids=["none", "lz4"])
+@pytest.mark.parametrize("config", [{"message_timestamp_type": "LogAppendTime"}, {"cleanup_policy": "compact"}],
+                         ids=["log-append-time", "compacted"])
+def test_records_layout_is_checked_whatever_the_topic_config(tmp_path: Path, config: dict, codec: int) -> None:
+    """LogAppendTime topics need no record timestamps and compacted ones read keys: the records are walked anyway."""
+    log = _log(tmp_path, **config)
+    with pytest.raises(InvalidRecordError):
+        log.append(forged_batch(_section(3), 2, codec, NOW), NOW)
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+
+
 def test_empty_batch_is_invalid(tmp_path: Path) -> None:
     log = _log(tmp_path)
     with pytest.raises(InvalidRecordError):
@@ -164,6 +205,16 @@ def test_read_returns_a_first_batch_larger_than_max_bytes(tmp_path: Path) -> Non
     _fill(log, 3, records=5)
     assert slice_offsets(log.read(0, max_bytes=1)) == [(0, 4)]
     assert log.read(0, max_bytes=1, min_one_batch=False) is None
+
+
+def test_read_without_min_one_batch_stops_at_a_batch_that_does_not_fit(tmp_path: Path) -> None:
+    """A later fetch partition gets nothing rather than batches of the next segment, past its fetch offset."""
+    log = _log(tmp_path)
+    log.append(batch(1, value_size=2000), NOW)
+    log.roll(NOW)
+    log.append(batch(1), NOW)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.read(0, max_bytes=1000, min_one_batch=False) is None
 
 
 def test_read_stops_at_the_high_watermark(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
-from wire.exceptions import CorruptRecordError, DecodeError, EncodeError
+from wire.exceptions import CorruptRecordError, DecodeError, EncodeError, RecordLayoutError
 from wire.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -20,6 +20,7 @@ from wire.records import (
     Record,
     build_batch,
     build_end_txn_batch,
+    check_record_layout,
     decode_batch,
     encode_records_section,
     iter_batches,
@@ -599,3 +600,65 @@ def test_max_record_timestamp_delta_refuses_a_run_cut_short_by_the_section_end()
     header, section = records_section(build_batch(records, base_timestamp=1_000))
     with pytest.raises(CorruptRecordError):
         max_record_timestamp_delta(bytes(section)[:-5], header.record_count)
+
+
+# --- the records' layout: walked by max_record_timestamp_delta on the produce path, by check_record_layout alone ---
+
+LAYOUT_WALKS = [pytest.param(max_record_timestamp_delta, id="with-timestamps"),
+                pytest.param(check_record_layout, id="layout-only")]
+
+
+def _section(count: int, value_size: int = 10) -> bytes:
+    records = [Record(i, 1_000, None, b"v" * value_size) for i in range(count)]
+    return records_section(build_batch(records, base_timestamp=1_000))[1]
+
+
+@pytest.mark.parametrize("walk", LAYOUT_WALKS)
+@pytest.mark.parametrize("count", [1, 100], ids=["one-by-one", "by-column"])
+def test_a_record_walk_refuses_more_records_than_the_count(walk, count):
+    with pytest.raises(RecordLayoutError, match="bytes left after the last"):
+        walk(_section(count + 1), count)
+
+
+@pytest.mark.parametrize("walk", LAYOUT_WALKS)
+@pytest.mark.parametrize("extra", [b"\x00", b"\x02\x00\x00"], ids=["one-byte", "three-bytes"])
+def test_a_record_walk_refuses_bytes_after_the_last_record(walk, extra):
+    with pytest.raises(RecordLayoutError, match=f"{len(extra)} bytes left"):
+        walk(_section(3) + extra, 3)
+
+
+@pytest.mark.parametrize("walk", LAYOUT_WALKS)
+@pytest.mark.parametrize("count", [2, 100], ids=["one-by-one", "by-column"])
+def test_a_record_walk_refuses_fewer_records_than_the_count(walk, count):
+    with pytest.raises(RecordLayoutError, match="ends before its record count"):
+        walk(_section(count), count + 1)
+
+
+@pytest.mark.parametrize("walk", LAYOUT_WALKS)
+@pytest.mark.parametrize("length", [b"\xff\xff\xff\xff\xff\x01", b"\x09", b"\xc8\x01"],
+                         ids=["over-long-varint", "negative", "past-the-end"])
+def test_a_record_walk_refuses_a_record_length_outside_the_section(walk, length):
+    """The first record's length prefix replaced: six varint bytes (Kafka allows five), -5, or 100 bytes."""
+    section = _section(1)
+    with pytest.raises(RecordLayoutError):
+        walk(length + section[1:], 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 100, 200, 9_000]), min_size=1, max_size=300), as_view=st.booleans())
+def test_check_record_layout_accepts_every_well_formed_section(sizes, as_view):
+    """Runs of same-sized records (hopped over by column) mixed with others, one- to three-byte length prefixes."""
+    records = [Record(i, 1_000, None, b"v" * size) for i, size in enumerate(sizes)]
+    header, section = records_section(build_batch(records))
+    check_record_layout(memoryview(section) if as_view else bytes(section), header.record_count)
+
+
+def test_validate_batch_checks_the_crc_before_the_record_count():
+    """A damaged batch is CORRUPT_MESSAGE whatever its count says; the count is checked only in an intact one."""
+    batch = bytearray(_sample(0))
+    struct.pack_into(">i", batch, 57, 1_000_000)
+    with pytest.raises(CorruptRecordError, match="CRC") as refused:
+        validate_batch(batch)
+    assert not isinstance(refused.value, RecordLayoutError)
+    with pytest.raises(RecordLayoutError, match="cannot fit"):
+        validate_batch(_with_crc(batch))
