@@ -26,6 +26,8 @@ import maven_jars
 
 JAVA_DIR = Path(__file__).parent / "java"
 HARNESS_SOURCES = (JAVA_DIR / "KafkaHarness.java", JAVA_DIR / "ConsumerGroupHarness.java")
+# harnesses that need kafka-clients 4.x (compile_harness's `extra`): SubscriptionPattern appeared in 4.0
+SUBSCRIPTION_HARNESS = JAVA_DIR / "SubscriptionHarness.java"
 GENERATIONS = {"3.9": "clients-3.9", "4": "clients-4"}  # the last ZooKeeper-era line, and the newest
 NEWEST = "4"
 T = TypeVar("T")
@@ -80,8 +82,9 @@ class JavaHarness:
         return lines
 
 
-def compile_harness(workdir: Path, generation: str = NEWEST) -> JavaHarness:
-    """javac both harnesses against kafka-clients of `generation` ("3.9" or "4") into `workdir`."""
+def compile_harness(workdir: Path, generation: str = NEWEST, extra: tuple[Path, ...] = ()) -> JavaHarness:
+    """javac both harnesses, and the `extra` sources, against kafka-clients of `generation` ("3.9" or "4")
+    into `workdir`."""
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None:
         unavailable("no JDK on PATH (javac/java): install openjdk-17-jdk-headless (scripts/test.sh does)")
@@ -90,7 +93,8 @@ def compile_harness(workdir: Path, generation: str = NEWEST) -> JavaHarness:
     except maven_jars.JarsUnavailable as error:
         unavailable(f"kafka-clients {generation} jars: {error}")
     classpath = maven_jars.classpath(GENERATIONS[generation])
-    compiled = subprocess.run([javac, "-nowarn", "-d", str(workdir), "-cp", classpath, *map(str, HARNESS_SOURCES)],
+    sources = [str(source) for source in HARNESS_SOURCES + extra]
+    compiled = subprocess.run([javac, "-nowarn", "-d", str(workdir), "-cp", classpath, *sources],
                               capture_output=True, text=True, timeout=120, check=False)
     if compiled.returncode != 0:
         pytest.fail(f"javac failed on the harnesses:\n{compiled.stdout}{compiled.stderr}", pytrace=False)

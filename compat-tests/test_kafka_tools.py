@@ -16,6 +16,7 @@ from pathlib import Path
 import kafka_tools
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 import group_clients
 import settle
@@ -114,13 +115,9 @@ def test_config_command_alters_and_describes_topic_configs(bootstrap: str, new_t
 
 
 @pytest.mark.scenario("Describe/alter configs")
-def test_config_command_sets_a_cluster_wide_broker_default(bootstrap: str, request: pytest.FixtureRequest) -> None:
+def test_config_command_sets_a_cluster_wide_broker_default(bootstrap: str) -> None:
     """--entity-type brokers --entity-default: a dynamic log config for every broker, listed by --describe
     (set back afterwards: the broker is shared)."""
-    if request.config.getoption("--target") == "kbroker" and not request.config.getoption("--bootstrap"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="kbroker refuses every dynamic broker config "
-                                              "(INVALID_REQUEST: Cannot update these configs dynamically): "
-                                              "issue 19 item 4"))
     default = ("ConfigCommand", bootstrap, "--entity-type", "brokers", "--entity-default")
     tool(*default, "--alter", "--add-config", "log.flush.interval.ms=86400000")
     try:
@@ -128,6 +125,22 @@ def test_config_command_sets_a_cluster_wide_broker_default(bootstrap: str, reque
         assert re.search(r"^\s+log\.flush\.interval\.ms=86400000 sensitive=false", described, re.MULTILINE), described
     finally:
         tool(*default, "--alter", "--delete-config", "log.flush.interval.ms")
+
+
+@pytest.mark.scenario("Describe/alter configs")
+def test_config_command_alters_and_describes_one_broker(bootstrap: str) -> None:
+    """--entity-type brokers --entity-name <id>: a dynamic per-broker config, described with its synonyms
+    (set back afterwards: the broker is shared)."""
+    node = str(next(iter(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=TIMEOUT).brokers)))
+    broker = ("ConfigCommand", bootstrap, "--entity-type", "brokers", "--entity-name", node)
+    assert f"Completed updating config for broker {node}." in tool(*broker, "--alter", "--add-config",
+                                                                   "log.retention.ms=3600000")
+    try:
+        described = eventually(lambda: tool(*broker, "--describe"), lambda text: "log.retention.ms=" in text)
+        assert ("  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000, "
+                "DEFAULT_CONFIG:log.retention.hours=168}") in described.splitlines(), described
+    finally:
+        tool(*broker, "--alter", "--delete-config", "log.retention.ms")
 
 
 @pytest.mark.scenario("Console producer and consumer")

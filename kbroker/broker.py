@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.config import BrokerConfig
+from kbroker.config import BrokerConfig, ConfigError
+from kbroker.dynamic_config import DEFAULT_ENTITY, DynamicConfigStore, reconfigured, usable
 from kbroker.log.checkpoints import (
     CheckpointError,
     fsync_dir,
@@ -136,11 +137,15 @@ class FetchWaiters:
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
         self.node_id = config.broker_id
         self.log_dirs = config.log_dirs
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
+        # dynamic broker configs (kbroker.dynamic_config): `config` is the one in effect, static under dynamic
+        self.dynamic_configs = DynamicConfigStore(self.log_dirs[0])
+        self.config = self._with_stored_dynamic_configs(config)
+        # called with (old, new) after a dynamic change takes effect, as Kafka's BrokerReconfigurables
+        self.config_observers: list[Callable[[BrokerConfig, BrokerConfig], None]] = []
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         saved = self._read_topics_file()
@@ -176,8 +181,45 @@ class Broker:
 
     # --- configuration -------------------------------------------------------------------
 
-    def default_log_config(self) -> LogConfig:
-        c = self.config
+    def _with_stored_dynamic_configs(self, static: BrokerConfig) -> BrokerConfig:
+        """The static config under the dynamic configs kept from earlier runs; as Kafka, those that can no
+        longer apply are logged and ignored."""
+        cluster_default = usable(self.dynamic_configs.get(DEFAULT_ENTITY), False, "default cluster")
+        this_broker = usable(self.dynamic_configs.get(str(self.node_id)), True, "broker")
+        try:
+            return static.with_dynamic(cluster_default, this_broker)
+        except ConfigError as error:
+            logger.error("Dynamic broker configs could not be applied: %s", error)
+            return static.with_dynamic({}, {})
+
+    def change_dynamic_configs(self, entity: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        """Replace the dynamic configs of this broker (`entity` its id) or of the cluster default
+        (DEFAULT_ENTITY); they take effect at once and are kept for the next start. Raises
+        DynamicConfigError for what Kafka would refuse."""
+        own = entity != DEFAULT_ENTITY
+        new = reconfigured(self.config, self.config.dynamic_default if own else configs,
+                           configs if own else self.config.dynamic_broker, self._check_log_configs)
+        if validate_only:
+            return
+        self.dynamic_configs.put(entity, configs)
+        old, self.config = self.config, new
+        if self.default_log_config(old) != self.default_log_config(new):
+            self.logs.default_config = self.default_log_config()
+            for topic in self.topics.values():
+                self.logs.update_topic_config(topic.name, self.log_config_for(topic))
+        for observer in self.config_observers:
+            observer(old, new)
+
+    def _check_log_configs(self, config: BrokerConfig) -> None:
+        """Every topic's log settings under broker config `config` (raises ValueError as LogConfig does)."""
+        from kbroker.topic_configs import apply_topic_configs
+
+        defaults = self.default_log_config(config)
+        for topic in self.topics.values():
+            apply_topic_configs(defaults, topic.configs)
+
+    def default_log_config(self, config: BrokerConfig | None = None) -> LogConfig:
+        c = config or self.config
         return LogConfig(
             segment_bytes=int(c["log.segment.bytes"]),
             segment_ms=c.roll_ms,
@@ -196,6 +238,9 @@ class Broker:
             min_cleanable_dirty_ratio=float(c["log.cleaner.min.cleanable.ratio"]),
             min_compaction_lag_ms=int(c["log.cleaner.min.compaction.lag.ms"]),
             max_compaction_lag_ms=int(c["log.cleaner.max.compaction.lag.ms"]),
+            message_timestamp_before_max_ms=int(c["log.message.timestamp.before.max.ms"]),
+            message_timestamp_after_max_ms=int(c["log.message.timestamp.after.max.ms"]),
+            message_timestamp_difference_max_ms=int(c["log.message.timestamp.difference.max.ms"]),
         )
 
     def log_config_for(self, topic: Topic) -> LogConfig:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbroker.metadata_versions import DEFAULT_MESSAGE_FORMAT_VERSION, metadata_version_problem
+
 log = logging.getLogger(__name__)
 
 _HOUR_MS = 3_600_000
@@ -84,9 +86,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("log.roll.hours", _parse_int, 168, _at_least(1), ">= 1"),
     Property("log.index.interval.bytes", _parse_int, 4096, _at_least(0), ">= 0"),
     Property("log.index.size.max.bytes", _parse_int, 10_485_760, _at_least(4), ">= 4"),
-    Property("log.retention.ms", _parse_int, None, _at_least(-1), ">= -1"),
-    Property("log.retention.minutes", _parse_int, None, _at_least(-1), ">= -1"),
-    Property("log.retention.hours", _parse_int, 168, _at_least(-1), ">= -1"),
+    # any negative retention time means "no limit", as in Kafka (retention_ms)
+    Property("log.retention.ms", _parse_int, None),
+    Property("log.retention.minutes", _parse_int, None),
+    Property("log.retention.hours", _parse_int, 168),
     Property("log.retention.bytes", _parse_int, -1, _at_least(-1), ">= -1"),
     Property("log.retention.check.interval.ms", _parse_int, 300_000, _at_least(1), ">= 1"),
     Property("log.flush.interval.messages", _parse_int, _LONG_MAX, _at_least(1), ">= 1"),
@@ -104,10 +107,21 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
              lambda value: value > 0, "> 0"),
     Property("log.message.timestamp.type", _parse_str, "CreateTime",
              _one_of("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
+    # how far CreateTime record timestamps may lie from the broker's clock: Kafka 4's defaults
+    # (3.9 leaves the future unbounded too); difference.max.ms is 3.9's deprecated single bound
+    Property("log.message.timestamp.before.max.ms", _parse_int, _LONG_MAX, _at_least(0), ">= 0"),
+    Property("log.message.timestamp.after.max.ms", _parse_int, _HOUR_MS, _at_least(0), ">= 0"),
+    Property("log.message.timestamp.difference.max.ms", _parse_int, _LONG_MAX, _at_least(0), ">= 0"),
+    # deprecated in Kafka 3 and gone in 4: accepted and reported as 3.9 does, without effect
+    Property("log.message.format.version", _parse_str, DEFAULT_MESSAGE_FORMAT_VERSION,
+             lambda value: metadata_version_problem(str(value)) is None, "a Kafka version such as 2.8 or 3.0-IV1"),
+    Property("log.message.downconversion.enable", _parse_bool, True),
     Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1), ">= 1"),
     Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1), ">= 1"),
     Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0), ">= 0"),
     Property("group.max.size", _parse_int, 2_147_483_647, _at_least(1), ">= 1"),
+    Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(0), ">= 0"),
+    Property("group.max.session.timeout.ms", _parse_int, 1_800_000, _at_least(0), ">= 0"),
     Property("group.consumer.heartbeat.interval.ms", _parse_int, 5000, _at_least(1), ">= 1"),
     Property("group.consumer.min.heartbeat.interval.ms", _parse_int, 5000, _at_least(1), ">= 1"),
     Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1), ">= 1"),
@@ -134,6 +148,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("log.segment.delete.delay.ms", _parse_int, 60_000, _at_least(0), ">= 0"),
     Property("producer.id.expiration.ms", _parse_int, 86_400_000, _at_least(1), ">= 1"),
     Property("unclean.leader.election.enable", _parse_bool, False),
+    # connection limits (kbroker.net.quotas), dynamic as in Kafka
+    Property("max.connections", _parse_int, 2_147_483_647, _at_least(0), ">= 0"),
+    Property("max.connections.per.ip", _parse_int, 2_147_483_647, _at_least(0), ">= 0"),
 )}
 
 # Properties whose Kafka ConfigDef type is LONG; the other integers are INT. DescribeConfigs
@@ -143,6 +160,8 @@ LONG_PROPERTIES = frozenset({
     "log.flush.interval.messages", "log.flush.interval.ms", "log.cleaner.delete.retention.ms",
     "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "producer.id.expiration.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms",
 })
 
 
@@ -175,10 +194,23 @@ class Listener:
 
 @dataclass(frozen=True)
 class BrokerConfig:
+    """The configuration in effect. `values` holds every property kbroker reads: server.properties and
+    `--override` (static), overridden by the dynamic cluster defaults, then by this broker's own dynamic
+    configs (Kafka's precedence). The layers stay apart for DescribeConfigs' sources and synonyms."""
+
     values: Mapping[str, object] = field(default_factory=dict)
     # the keys given in server.properties or as overrides (DescribeConfigs reports these as
     # STATIC_BROKER_CONFIG, the rest as DEFAULT_CONFIG)
     explicit: frozenset[str] = frozenset()
+    raw: Mapping[str, str] = field(default_factory=dict)  # every static key as given, kbroker's or not
+    dynamic_default: Mapping[str, str] = field(default_factory=dict)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    dynamic_broker: Mapping[str, str] = field(default_factory=dict)   # DYNAMIC_BROKER_CONFIG
+
+    def with_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> BrokerConfig:
+        """This static config under the given dynamic layers (raises ConfigError as `build` does)."""
+        merged = {**self.raw, **cluster_default, **this_broker}
+        effective = build(merged, warn_unknown=False)
+        return BrokerConfig(effective.values, self.explicit, self.raw, dict(cluster_default), dict(this_broker))
 
     def __getitem__(self, name: str) -> object:
         return self.values[name]
@@ -206,12 +238,14 @@ class BrokerConfig:
 
     @property
     def retention_ms(self) -> int:
-        """Kafka's precedence: log.retention.ms, then .minutes, then .hours."""
+        """Kafka's precedence: log.retention.ms, then .minutes, then .hours; any negative value is -1 (no limit)."""
         if self.values["log.retention.ms"] is not None:
-            return int(self.values["log.retention.ms"])  # type: ignore[arg-type]
-        if self.values["log.retention.minutes"] is not None:
-            return int(self.values["log.retention.minutes"]) * 60_000  # type: ignore[arg-type]
-        return int(self.values["log.retention.hours"]) * _HOUR_MS  # type: ignore[arg-type]
+            millis = int(self.values["log.retention.ms"])  # type: ignore[arg-type]
+        elif self.values["log.retention.minutes"] is not None:
+            millis = int(self.values["log.retention.minutes"]) * 60_000  # type: ignore[arg-type]
+        else:
+            millis = int(self.values["log.retention.hours"]) * _HOUR_MS  # type: ignore[arg-type]
+        return max(millis, -1)
 
     @property
     def roll_ms(self) -> int:
@@ -273,12 +307,13 @@ def _check_bounds(values: Mapping[str, object]) -> None:
             raise ConfigError(f"{name} must be {words} {other}")
 
 
-def build(raw: Mapping[str, str]) -> BrokerConfig:
+def build(raw: Mapping[str, str], warn_unknown: bool = True) -> BrokerConfig:
     values = {name: prop.default for name, prop in PROPERTIES.items()}
     for key, text in raw.items():
         prop = PROPERTIES.get(key)
         if prop is None:
-            log.warning("ignoring unknown configuration %s", key)
+            if warn_unknown:
+                log.warning("ignoring unknown configuration %s", key)
             continue
         try:
             value = prop.parse(text)
@@ -288,7 +323,7 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
             raise ConfigError(f"invalid value {text!r} for configuration {key}: must be {prop.expectation}")
         values[key] = value
     _check_bounds(values)
-    config = BrokerConfig(values, frozenset(key for key in raw if key in PROPERTIES))
+    config = BrokerConfig(values, frozenset(key for key in raw if key in PROPERTIES), dict(raw))
     config.listeners  # noqa: B018 - validate listener syntax now rather than at bind time
     config.advertised_listeners  # noqa: B018
     return config

@@ -19,6 +19,7 @@ from pathlib import Path
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
 from kbroker.log.cleaner import CleanerConfig
+from kbroker.net.quotas import ConnectionQuotas
 from kbroker.net.server import Server
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,10 @@ class RunningBroker:
         self.broker.coordinator.offsets.deferring = True
         if before_listening is not None:
             before_listening()
+        quotas = ConnectionQuotas(lambda: self.broker.config)
+        self.broker.config_observers.append(lambda old, new: quotas.reconfigured())
         for listener in self.config.listeners:
-            server = Server(self.broker, listener.host or "0.0.0.0", listener.port)
+            server = Server(self.broker, listener.host or "0.0.0.0", listener.port, listener.name, quotas)
             await server.start()
             self.servers.append(server)
         advertised = self.config.advertised_listeners[0]
@@ -92,8 +95,15 @@ class RunningBroker:
         self.broker.advertised_listener = advertised
         self._retention = asyncio.create_task(self._housekeeping())
         if self.config["log.cleaner.enable"]:
-            self.broker.logs.start_cleaner(CleanerConfig.from_properties(self.config))
+            self.broker.logs.start_cleaner(CleanerConfig.from_properties(self.broker.config))
+            self.broker.config_observers.append(self._reconfigure_cleaner)
         log.info("kbroker %d listening on %s", self.broker.node_id, self.bootstrap_servers)
+
+    def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Kafka's LogCleaner reconfiguration: a changed log.cleaner.* restarts the cleaner with it."""
+        settings = CleanerConfig.from_properties(new)
+        if settings != CleanerConfig.from_properties(old) and self.broker.logs.cleaner is not None:
+            self.broker.logs.cleaner.reconfigure(settings)
 
     async def _housekeeping(self) -> None:
         """Kafka's scheduler: retention every log.retention.check.interval.ms, offset

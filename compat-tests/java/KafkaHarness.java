@@ -49,6 +49,9 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
@@ -70,6 +73,7 @@ import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -127,6 +131,9 @@ public final class KafkaHarness {
             case "admin-describe":
                 need(args, 3, 3);
                 return adminDescribe(args[1], args[2]);
+            case "admin-authorized-operations":
+                need(args, 4, 4);
+                return adminAuthorizedOperations(args[1], args[2], args[3]);
             case "list-offsets":
                 need(args, 5, Integer.MAX_VALUE);
                 return listOffsets(args[1], args[2], Integer.parseInt(args[3]),
@@ -333,6 +340,31 @@ public final class KafkaHarness {
             emit(line);
         }
         return 0;
+    }
+
+    /** The operations Admin reports as authorized for a topic, the cluster and a group (KIP-430). */
+    static int adminAuthorizedOperations(String bootstrap, String topic, String group) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            TopicDescription description = admin.describeTopics(List.of(topic),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true)).allTopicNames().get().get(topic);
+            emitOperations("topic", description.authorizedOperations());
+            emitOperations("cluster", admin.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations().get());
+            ConsumerGroupDescription groupDescription = admin.describeConsumerGroups(List.of(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).describedGroups().get(group).get();
+            emitOperations("group", groupDescription.authorizedOperations());
+        }
+        return 0;
+    }
+
+    static void emitOperations(String resource, Set<AclOperation> operations) {
+        List<Object> names = new ArrayList<>();
+        if (operations != null) {
+            operations.stream().map(AclOperation::name).sorted().forEach(names::add);
+        }
+        Map<String, Object> line = object("type", "authorized_operations", "resource", resource);
+        line.put("operations", operations == null ? null : names);
+        emit(line);
     }
 
     static int listOffsets(String bootstrap, String topic, int partition, List<String> specs) throws Exception {

@@ -2,14 +2,14 @@
 
 Topic configs are the ones in kbroker.topic_configs; an unset one takes its value from a broker
 property, and DescribeConfigs reports where each value comes from and its synonyms in the order
-Kafka's ConfigHelper lists them: the topic override, then the broker property as set in
+Kafka's ConfigHelper lists them: the topic override, then the broker property set dynamically for
+this broker (DYNAMIC_BROKER_CONFIG), as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), in
 server.properties (STATIC_BROKER_CONFIG), then its default (DEFAULT_CONFIG).
 
-kbroker has no dynamic broker configs: its properties come from server.properties and
-`--override` only. So every BROKER entry is read-only, the cluster-default resource (empty
-name) describes as empty, and altering a BROKER resource gets INVALID_REQUEST "Cannot update
-these configs dynamically: ...", which is Kafka's answer for a static, read-only broker config.
-Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) get INVALID_REQUEST.
+A BROKER resource is this broker (its id) or the cluster default (the empty name). The configs Kafka
+lists as dynamic can be altered on it (kbroker.dynamic_config: Kafka's checks and messages, applied at
+once, kept across restarts); the others are read-only. Other resource types (BROKER_LOGGER,
+CLIENT_METRICS, GROUP) get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -21,7 +21,21 @@ from enum import IntEnum
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, TopicError, topic_name_problem
-from kbroker.config import PROPERTIES, BrokerConfig, property_type
+from kbroker.config import PROPERTIES, BrokerConfig
+from kbroker.dynamic_config import (
+    DEFAULT_ENTITY,
+    SPECS,
+    DynamicConfigError,
+    append_or_subtract,
+    base_name,
+    config_kind,
+    current_value,
+    default_text,
+    is_dynamic,
+    is_sensitive,
+    kafka_text,
+    validate_configs,
+)
 from kbroker.log.config import LONG_MAX, LogConfig
 from kbroker.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_topic_configs
 from wire import messages
@@ -86,6 +100,7 @@ class Entry:
     config_type: int
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
     doc: str | None = None
+    sensitive: bool = False
 
 
 # Broker properties that are one setting in several units, in Kafka's order
@@ -107,16 +122,27 @@ def as_text(value: object) -> str | None:
     return str(value)
 
 
+def _synonym_names(name: str) -> tuple[str, ...]:
+    """Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the unit variants, or a listener config's base."""
+    if base_name(name) != name:
+        return (name, base_name(name))
+    return _UNIT_SYNONYMS.get(name, (name,))
+
+
 def broker_synonyms(config: BrokerConfig, name: str) -> list[tuple[str, str | None, int]]:
-    """Where broker property `name` gets its value, as Kafka's ConfigHelper.configSynonyms lists
-    it: every unit synonym set in server.properties, then every one with a default; the list
-    then starts at the first entry named `name` (so log.retention.ms, with no default of its
-    own, lists nothing unless it is set itself, exactly as Kafka reports it)."""
-    names = _UNIT_SYNONYMS.get(name, (name,))
-    found = [(n, as_text(config.values.get(n)), int(ConfigSource.STATIC_BROKER_CONFIG))
-             for n in names if n in config.explicit]
-    found += [(n, as_text(PROPERTIES[n].default), int(ConfigSource.DEFAULT_CONFIG))
-              for n in names if n in PROPERTIES and PROPERTIES[n].default is not None]
+    """Where broker config `name` gets its value, as Kafka's ConfigHelper.configSynonyms lists it:
+    each synonym set dynamically for this broker, then as the cluster default, then in
+    server.properties, then every one with a default; the list then starts at the first entry named
+    `name` (so log.retention.ms, with no default of its own, lists nothing unless it is set itself,
+    exactly as Kafka reports it). A sensitive config's values are hidden."""
+    names = _synonym_names(name)
+    hidden = is_sensitive(name)
+    layers = ((config.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+              (config.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+              (config.raw, ConfigSource.STATIC_BROKER_CONFIG))
+    found = [(n, None if hidden else layer[n], int(source)) for layer, source in layers for n in names if n in layer]
+    found += [(n, None if hidden else default_text(n), int(ConfigSource.DEFAULT_CONFIG))
+              for n in names if default_text(n) is not None]
     while found and found[0][0] != name:
         found.pop(0)
     return found
@@ -164,19 +190,46 @@ def parse_node_id(name: str, what: str = "Broker id") -> int:
     return int(name)
 
 
+def _broker_value(config: BrokerConfig, name: str) -> str | None:
+    """A broker config's value in effect, as Kafka prints the parsed value."""
+    if is_sensitive(name):
+        return None
+    if name in config.values:
+        return kafka_text(config.values[name])
+    text = current_value(config, name)
+    kind = config_kind(name)
+    if text is None or kind in ("STRING", "PASSWORD", "CLASS"):
+        return text
+    return kafka_text([part.strip() for part in text.split(",")] if kind == "LIST" else _typed(kind, text))
+
+
+def _typed(kind: str | None, text: str) -> object:
+    if kind == "BOOLEAN":
+        return text.strip().lower() == "true"
+    return float(text) if kind == "DOUBLE" else int(text)
+
+
+def _broker_entry(config: BrokerConfig, name: str, synonyms: list[tuple[str, str | None, int]],
+                  value: str | None) -> Entry:
+    kind = config_kind(name)
+    source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+    return Entry(name, None if is_sensitive(name) else value, source, not is_dynamic(name),
+                 ConfigType[kind] if kind else ConfigType.UNKNOWN, synonyms, sensitive=is_sensitive(name))
+
+
 def _describe_broker(broker: Broker, name: str) -> list[Entry]:
+    """This broker: every config kbroker reads and every dynamic one, in effect; the cluster default
+    (empty name): only what is set there, with only that level as its synonym."""
+    config = broker.config
     if not name:
-        return []  # the cluster-wide dynamic defaults: kbroker has none
+        return [_broker_entry(config, n, [s for s in broker_synonyms(config, n)
+                                          if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG], v)
+                for n, v in config.dynamic_default.items()]
     if parse_node_id(name) != broker.node_id:
         raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} "
                                                             f"or empty string, but received {name}")
-    entries = []
-    for prop_name in PROPERTIES:
-        synonyms = broker_synonyms(broker.config, prop_name)
-        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(Entry(prop_name, as_text(broker.config.values.get(prop_name)), source, True,
-                             ConfigType[property_type(prop_name)], synonyms))
-    return entries
+    names = dict.fromkeys([*PROPERTIES, *SPECS, *config.dynamic_default, *config.dynamic_broker])
+    return [_broker_entry(config, n, broker_synonyms(config, n), _broker_value(config, n)) for n in names]
 
 
 def _describe(broker: Broker, resource_type: int, name: str) -> list[Entry]:
@@ -192,7 +245,7 @@ def _shape(entry: Entry, version: int, include_synonyms: bool, include_documenta
     """The entry as the response version carries it (config_type and documentation from v3)."""
     R = messages.DescribeConfigsResponse
     result = R.DescribeConfigsResourceResult(name=entry.name, value=entry.value, read_only=entry.read_only,
-                                             config_source=int(entry.source), is_sensitive=False)
+                                             config_source=int(entry.source), is_sensitive=entry.sensitive)
     if include_synonyms:
         result.synonyms = [R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in entry.synonyms]
     if version >= 3:
@@ -235,15 +288,22 @@ def _check_request_shape(resource, null_allowed: Callable[[object], bool]) -> No
         raise ConfigRequestError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
 
 
-def _alter_broker(broker: Broker, name: str, keys: list[str]) -> None:
+def _alter_broker(broker: Broker, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                  validate_only: bool) -> None:
+    """Compute the resource's new dynamic config set (this broker's, or the cluster default's for the
+    empty name), check it as Kafka does and, unless validate_only, put it in effect and keep it."""
     if name:
         node_id = parse_node_id(name, "Node id")
         if node_id != broker.node_id:
             raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
                                      f"Unexpected broker id, expected {broker.node_id}, but received {name}")
-    if keys:
-        raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
-                                 f"Cannot update these configs dynamically: Set({', '.join(keys)})")
+    current = broker.config.dynamic_broker if name else broker.config.dynamic_default
+    try:
+        new = change(dict(current))
+        validate_configs(new, per_broker=bool(name))
+        broker.change_dynamic_configs(str(broker.node_id) if name else DEFAULT_ENTITY, new, validate_only)
+    except DynamicConfigError as error:
+        raise ConfigRequestError(error.error_code, error.message) from None
 
 
 def _alter_topic(broker: Broker, name: str, change: Callable[[dict[str, str]], dict[str, str]],
@@ -302,10 +362,10 @@ async def alter_configs(broker: Broker, header, request):
 
     def alter_one(resource) -> None:
         _check_request_shape(resource, lambda config: False)
+        replacement = {c.name: c.value for c in resource.configs}
         if resource.resource_type == BROKER:
-            _alter_broker(broker, resource.resource_name, [c.name for c in resource.configs])
+            _alter_broker(broker, resource.resource_name, lambda current: replacement, request.validate_only)
         elif resource.resource_type == TOPIC:
-            replacement = {c.name: c.value for c in resource.configs}
             _alter_topic(broker, resource.resource_name, lambda current: replacement, request.validate_only)
         else:
             raise _unknown_type(resource)
@@ -344,6 +404,19 @@ def _apply_ops(broker: Broker, current: dict[str, str], ops) -> dict[str, str]:
     return new
 
 
+def _apply_broker_ops(config: BrokerConfig, current: dict[str, str], ops) -> dict[str, str]:
+    """SET/DELETE/APPEND/SUBTRACT on a broker resource's dynamic configs, in order."""
+    new = dict(current)
+    for op in ops:
+        if op.config_operation == OpType.SET:
+            new[op.name] = op.value
+        elif op.config_operation == OpType.DELETE:
+            new.pop(op.name, None)
+        else:
+            new[op.name] = append_or_subtract(config, new, op.name, op.value, op.config_operation == OpType.APPEND)
+    return new
+
+
 @handles(44)
 async def incremental_alter_configs(broker: Broker, header, request):
     """Per-key operations on the resource's override set; keys not named stay as they are."""
@@ -354,7 +427,9 @@ async def incremental_alter_configs(broker: Broker, header, request):
             if op.config_operation not in set(OpType):
                 raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.config_operation}")
         if resource.resource_type == BROKER:
-            _alter_broker(broker, resource.resource_name, [c.name for c in resource.configs])
+            _alter_broker(broker, resource.resource_name,
+                          lambda current: _apply_broker_ops(broker.config, current, resource.configs),
+                          request.validate_only)
         elif resource.resource_type == TOPIC:
             _alter_topic(broker, resource.resource_name, lambda current: _apply_ops(broker, current, resource.configs),
                          request.validate_only)

@@ -35,6 +35,7 @@ from typing import Any
 from kbroker.apis.dispatch import MalformedRequest, ResponseFrame, dispatch
 from kbroker.apis.registry import client_host
 from kbroker.log.file_slice import FileSlice
+from kbroker.net.quotas import ConnectionQuotas, TooManyConnections
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -45,10 +46,13 @@ _SHUTDOWN_GRACE_S = 10
 
 
 class Server:
-    def __init__(self, broker, host: str, port: int) -> None:
+    def __init__(self, broker, host: str, port: int, listener: str = "PLAINTEXT",
+                 quotas: ConnectionQuotas | None = None) -> None:
         self.broker = broker
         self.host = host
         self.port = port
+        self.listener = listener
+        self.quotas = quotas  # max.connections and friends, shared by every listener of the broker
         self.max_request_bytes = int(broker.config["socket.request.max.bytes"])
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[KafkaConnection] = set()
@@ -85,6 +89,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
         self.client_host = ""
+        self.listener = server.listener
+        self.address = ""
+        self.last_active = self.loop.time()  # the least recently active go first when max.connections falls
+        self._admitted = True   # False while it waits for a slot under max.connections (or was refused)
         self._received = bytearray(_RECEIVE_BUFFER)   # never resized: views of it are handed out
         self._start = self._end = 0                      # unread bytes are _received[_start:_end]
         self._large: bytearray | None = None             # one large request, being read into place
@@ -105,10 +113,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
         self.client_host = f"/{self.peer[0]}" if isinstance(self.peer, tuple) else ""
+        self.address = self.peer[0] if isinstance(self.peer, tuple) else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
+        if self.server.quotas is not None:
+            self._take_a_slot(self.server.quotas)
+
+    def _take_a_slot(self, quotas: ConnectionQuotas) -> None:
+        try:
+            self._admitted = quotas.arrive(self)
+        except TooManyConnections as error:
+            self.refuse(str(error))
+            return
+        if not self._admitted:  # as Kafka's blocked acceptor: nothing is served until admit()
+            self._hold()
+            self.loop.call_soon(self._hold)  # uvloop starts reading only after connection_made
+
+    def _hold(self) -> None:
+        if not self._admitted and not self._closed and self.transport is not None:
+            self.transport.pause_reading()
+
+    def admit(self) -> None:
+        """A slot freed up: read and answer this connection's requests."""
+        self._admitted = True
+        if self.transport is not None and not self._closed and self._idle is None:
+            self.transport.resume_reading()
+            self._run()  # what arrived before the pause took hold
+
+    def refuse(self, reason: str) -> None:
+        """Close a connection that never got a slot (over max.connections.per.ip)."""
+        self._admitted = False
+        self._close(reason)
+
+    def drop(self, reason: str) -> None:
+        """Close a served connection (max.connections fell below the connections open)."""
+        self._close(reason)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._large is not None:
@@ -122,6 +163,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._closed:
             return
+        self.last_active = self.loop.time()
         try:
             if self._large is not None:
                 self._large_filled += nbytes
@@ -134,7 +176,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except MalformedRequest as error:
             self._close(f"{error}")
             return
-        self._run()
+        if self._admitted:
+            self._run()
 
     def eof_received(self) -> bool:
         # The client closed its side. Kafka closes the channel; answers still pending would
@@ -144,6 +187,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.server.connections.discard(self)
+        if self.server.quotas is not None:
+            self.server.quotas.leave(self)
         if self._waiting is not None:
             self._waiting.cancel()
         self._frames.clear()
@@ -238,8 +283,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _update_reading(self) -> None:
         """Kafka's muting: stop reading while a request waits and more is queued behind it."""
-        if self._closed or self.transport is None or self._idle is not None:
-            return  # closed, or shutting down: reading stays paused for good
+        if self._closed or self.transport is None or self._idle is not None or not self._admitted:
+            return  # closed, shutting down (reading stays paused for good) or waiting for a slot
         busy = self._waiting is not None or self._writing_paused
         should_pause = busy and self._queued_bytes + self._end - self._start + self._large_filled > _MAX_QUEUED_BYTES
         if should_pause and not self._reading_paused:
