@@ -5,14 +5,12 @@ machine lives in kbroker.coordinator.consumer_groups."""
 from __future__ import annotations
 
 from kbroker.apis.registry import client_host, handles
+from kbroker.authorization import OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.broker import Broker
 from kbroker.coordinator.consumer_groups import ConsumerGroup, ConsumerGroupMember, HeartbeatRequest, TopicPartitions
 from wire import messages
 from wire.errors import ErrorCode
 
-# AclOperation bits a group supports without an authorizer: READ (3), DELETE (6), DESCRIBE (8)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
 MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1 (KIP-1099): 0 classic, 1 consumer protocol
 DISABLED = "The new consumer group protocol is not enabled (group.coordinator.rebalance.protocols)."
 
@@ -28,7 +26,7 @@ async def consumer_group_heartbeat(broker: Broker, header, request):
         return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, error_message=None,
                         member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
     groups = coordinator.consumer_groups
-    groups.start()  # the expiry sweep (a no-op once running)
+    groups.start()  # timers for the members of groups loaded at start (a no-op once done)
     owned = request.topic_partitions
     result = groups.heartbeat(HeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
@@ -71,7 +69,7 @@ async def consumer_group_describe(broker: Broker, header, request):
             else:
                 entry = _error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if request.include_authorized_operations and entry.error_code == ErrorCode.NONE:
-            entry.authorized_operations = GROUP_OPERATIONS
+            entry.authorized_operations = authorized_operations(ResourceType.GROUP, group_id)
         described.append(entry)
     return Response(throttle_time_ms=0, groups=described)
 

@@ -5,6 +5,7 @@ in kbroker.coordinator.groups."""
 from __future__ import annotations
 
 from kbroker.apis.registry import client_host, handles
+from kbroker.authorization import ResourceType, authorized_operations
 from kbroker.broker import Broker
 from kbroker.coordinator.groups import GroupState
 from wire import messages
@@ -123,8 +124,8 @@ async def describe_groups(broker: Broker, header, request):
                        protocol_data=protocol, members=members)
         if kip848 and version >= 6:
             entry.error_message = f"Group {group_id} is not a classic group."
-        if version >= 3:
-            entry.authorized_operations = -2147483648  # not requested / not computed
+        if version >= 3 and request.include_authorized_operations and error == ErrorCode.NONE:
+            entry.authorized_operations = authorized_operations(ResourceType.GROUP, group_id)
         described.append(entry)
     return Response(groups=described)
 

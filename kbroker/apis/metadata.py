@@ -1,15 +1,16 @@
-"""Metadata (3) and DescribeCluster (60): brokers, topics, partition leaders."""
+"""Metadata (3) and DescribeCluster (60): brokers, topics, partition leaders, and on request the
+operations the caller may perform on them (kbroker.authorization)."""
 
 from __future__ import annotations
 
 from kbroker.apis.registry import handles
+from kbroker.authorization import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.broker import LEADER_EPOCH, Broker, Topic, topic_name_problem
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
 
 Response = messages.MetadataResponse
-OPERATIONS_NOT_REQUESTED = -(2**31)
 
 
 def _brokers(broker: Broker) -> list:
@@ -48,6 +49,14 @@ def _missing(name: str | None, topic_id, error: int) -> object:
                                           topic_authorized_operations=OPERATIONS_NOT_REQUESTED)
 
 
+def _topics_by_id(broker: Broker, topic_ids: list) -> list:
+    """Topics asked for by id (v12+), known ones first, as Kafka answers them."""
+    known = [broker.topics_by_id[topic_id] for topic_id in topic_ids if topic_id in broker.topics_by_id]
+    unknown = [topic_id for topic_id in topic_ids if topic_id not in broker.topics_by_id]
+    return [_topic(broker, topic) for topic in known] + \
+        [_missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID) for topic_id in unknown]
+
+
 def _requested_topic(broker: Broker, requested, allow_auto_create: bool, version: int) -> object:
     name = requested.name
     if name is None:  # lookup by topic id (v10+)
@@ -69,14 +78,37 @@ async def metadata(broker: Broker, header, request):
     version = header.request_api_version
     # v0 with an empty list, and v1+ with a null list, mean "all topics"
     all_topics = request.topics is None or (version == 0 and not request.topics)
+    # as Kafka, one topic id in the request makes it a request by id, whatever the names say (the Java
+    # consumer asks for the topics of a broker-resolved regex by id, with empty names)
+    topic_ids = [] if all_topics or version < 12 else \
+        list(dict.fromkeys(r.topic_id for r in request.topics if r.topic_id != ZERO_UUID))
     if all_topics:
         topics = [_topic(broker, t) for t in broker.topics.values()]
+    elif topic_ids:
+        topics = _topics_by_id(broker, topic_ids)
     else:
         allow = request.allow_auto_topic_creation if version >= 4 else True
         topics = [_requested_topic(broker, r, allow, version) for r in request.topics]
+    if version >= 8 and request.include_topic_authorized_operations:
+        _add_topic_operations(topics)
     return Response(throttle_time_ms=0, brokers=_brokers(broker), cluster_id=broker.cluster_id,
                     controller_id=broker.node_id, topics=topics,
-                    cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)
+                    cluster_authorized_operations=_cluster_operations(version, request))
+
+
+def _add_topic_operations(topics: list) -> None:
+    """As Kafka: every topic answered by name gets its operations, errors included (an unknown or
+    invalid name too); topic ids the broker does not know (no name) get none."""
+    for topic in topics:
+        if topic.name is not None:
+            topic.topic_authorized_operations = authorized_operations(ResourceType.TOPIC, topic.name)
+
+
+def _cluster_operations(version: int, request) -> int:
+    """Metadata v8-v10 could ask for the cluster's operations; v11 moved that to DescribeCluster."""
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        return authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+    return OPERATIONS_NOT_REQUESTED
 
 
 @handles(60)
@@ -87,4 +119,5 @@ async def describe_cluster(broker: Broker, header, request):
              cluster_id=broker.cluster_id, controller_id=broker.node_id,
              brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=listener.host,
                                               port=listener.port, rack=None, is_fenced=False)],
-             cluster_authorized_operations=OPERATIONS_NOT_REQUESTED)
+             cluster_authorized_operations=authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+             if request.include_cluster_authorized_operations else OPERATIONS_NOT_REQUESTED)

@@ -7,7 +7,7 @@ import logging
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
-from kbroker.coordinator.groups import Group, GroupState, validate_offset_commit
+from kbroker.coordinator.groups import Group, GroupState
 from kbroker.coordinator.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
@@ -77,8 +77,8 @@ async def offset_commit(broker: Broker, header, request):
     coordinator = broker.coordinator
     group_id = request.group_id
     group = coordinator.groups.group(group_id)
-    error = ErrorCode.INVALID_GROUP_ID if not group_id else validate_offset_commit(
-        group, request.member_id, request.group_instance_id if version >= 7 else None,
+    error = ErrorCode.INVALID_GROUP_ID if not group_id else coordinator.groups.commit_offsets_error(
+        group_id, request.member_id, request.group_instance_id if version >= 7 else None,
         request.generation_id_or_member_epoch)
     consumer_group = coordinator.consumer_groups.group(group_id)
     if consumer_group is not None:  # a KIP-848 group: member epochs, not generations

@@ -8,7 +8,7 @@ import time
 
 from kbroker.coordinator.consumer_group_records import ConsumerGroupOffsetStore
 from kbroker.coordinator.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupState
-from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member, monotonic_ms
+from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member
 from kbroker.coordinator.offsets import GROUP_VALUE_VERSION
 from wire import messages
 from wire.errors import ErrorCode
@@ -24,7 +24,9 @@ class Coordinator:
     def __init__(self, broker, offsets_retention_ms: int = OFFSETS_RETENTION_MS) -> None:
         self.offsets = ConsumerGroupOffsetStore(broker)  # its replay also rebuilds KIP-848 groups
         self.groups = GroupCoordinator(int(broker.config["group.initial.rebalance.delay.ms"]), self._persist,
-                                       max_size=int(broker.config["group.max.size"]))
+                                       max_size=int(broker.config["group.max.size"]),
+                                       min_session_timeout_ms=int(broker.config["group.min.session.timeout.ms"]),
+                                       max_session_timeout_ms=int(broker.config["group.max.session.timeout.ms"]))
         for group_id, raw in self.offsets.loaded_groups.items():
             try:
                 self.groups.groups[group_id] = restore_group(group_id, raw)
@@ -144,14 +146,13 @@ def encode_group(group: Group) -> bytes:
 
 
 def restore_group(group_id: str, raw: bytes) -> Group:
-    """A group as a restarted broker finds it: Stable with its members (who must keep
-    heartbeating within their session timeout), or Empty."""
+    """A group as a restarted broker finds it: Stable with its members (whose session timers
+    GroupCoordinator.start arms), or Empty."""
     version = int.from_bytes(raw[:2], "big", signed=True)
     value, _ = messages.decode("GroupMetadataValue", version, raw, 2)
     group = Group(group_id)
     group.generation_id = value.generation
     group.protocol_type = value.protocol_type or None
-    now = monotonic_ms()
     if value.members and value.protocol is not None:
         group.state = GroupState.STABLE
         group.protocol_name = value.protocol
@@ -160,7 +161,7 @@ def restore_group(group_id: str, raw: bytes) -> Group:
             group.members[m.member_id] = Member(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
                 m.rebalance_timeout if version >= 1 else m.session_timeout, value.protocol_type,
-                [(value.protocol, bytes(m.subscription))], bytes(m.assignment), last_heartbeat_ms=now)
+                [(value.protocol, bytes(m.subscription))], bytes(m.assignment))
     else:
         group.empty_since_ms = max(value.current_state_timestamp, 0)
     return group

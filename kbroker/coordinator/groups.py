@@ -11,7 +11,12 @@ can be tested directly:
 Joins and syncs park on futures until the phase ends, as Kafka's delayed operations do.
 Timers: the join phase ends after the rebalance timeout (or the initial delay for a new
 group), members that do not send SyncGroup within the rebalance timeout after the join
-phase are removed (pending sync), and members silent past their session timeout expire.
+phase are removed (pending sync), and each member has a session timer of its own, re-armed
+by what Kafka 4's coordinator counts as a sign of life, that removes it at its own deadline:
+a Heartbeat; the end of the join phase; the answer to its parked SyncGroup; an OffsetCommit
+while the group is Stable or PreparingRebalance. A member parked in JoinGroup or SyncGroup
+outlives its deadline (it is waiting on the group, not silent), except a new member, whose
+first join may wait at most NEW_MEMBER_JOIN_TIMEOUT_MS.
 
 Static members (KIP-345) carry a `group.instance.id`: a restarted instance takes over its
 old member without a rebalance while the group is Stable and its protocol stays the same,
@@ -31,6 +36,7 @@ from wire.errors import ErrorCode
 
 MIN_SESSION_TIMEOUT_MS = 6000        # group.min.session.timeout.ms
 MAX_SESSION_TIMEOUT_MS = 1_800_000   # group.max.session.timeout.ms
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's bound on a new member's first parked JoinGroup
 DEFAULT_GROUP_MAX_SIZE = 2_147_483_647  # group.max.size
 
 
@@ -79,9 +85,11 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    last_heartbeat_ms: float = field(default_factory=monotonic_ms)
     join_waiter: asyncio.Future | None = None
     sync_waiter: asyncio.Future | None = None
+    is_new: bool = False  # joined, but no join phase has completed with it yet
+    session_deadline_ms: float = 0.0  # monotonic ms; the session timer fires then
+    session_timer: asyncio.TimerHandle | None = None
 
     def metadata_for(self, protocol: str) -> bytes:
         return next(m for name, m in self.protocols if name == protocol)
@@ -89,6 +97,12 @@ class Member:
     @property
     def awaiting_join(self) -> bool:
         return self.join_waiter is not None and not self.join_waiter.done()
+
+    @property
+    def has_satisfied_heartbeat(self) -> bool:
+        """Kafka's hasSatisfiedHeartbeat: a member parked in JoinGroup or SyncGroup is alive, unless it is
+        new (a new member's parked join is bounded by its own timer)."""
+        return not self.is_new and (self.awaiting_join or self.sync_waiter is not None)
 
 
 class Group:
@@ -100,8 +114,9 @@ class Group:
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
-        # ids handed out with MEMBER_ID_REQUIRED, each with the monotonic ms its session ends
+        # ids handed out with MEMBER_ID_REQUIRED, each with the monotonic ms its session ends, and its timer
         self.pending_members: dict[str, float] = {}
+        self.pending_timers: dict[str, asyncio.TimerHandle] = {}
         self.pending_sync: set[str] = set()  # members yet to send SyncGroup for this generation
         self.new_member_added = False
         self.join_timer: asyncio.Task | None = None
@@ -147,52 +162,92 @@ class GroupCoordinator:
     """Every classic group of this broker; all methods run on the broker's event loop."""
 
     def __init__(self, initial_rebalance_delay_ms: int, persist: Callable[[Group], None] | None = None,
-                 max_size: int = DEFAULT_GROUP_MAX_SIZE) -> None:
+                 max_size: int = DEFAULT_GROUP_MAX_SIZE, min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
+                 max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS) -> None:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.max_size = max_size
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
         self._persist = persist or (lambda group: None)  # writes the group's metadata record
         self.groups: dict[str, Group] = {}
-        self._expiry: asyncio.Task | None = None
+        self._started = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the session-expiry sweep (idempotent; joins call it too, for brokers built without a runner)."""
-        if self._expiry is None or self._expiry.done():
-            self._expiry = asyncio.get_running_loop().create_task(self._expire_loop())
-
-    async def _expire_loop(self) -> None:
-        """Kafka's heartbeat purgatory as a sweep: members silent past their session go."""
-        while True:
-            await asyncio.sleep(0.25)
-            self.expire_members(monotonic_ms())
+        """Arm the session timers of the members of groups loaded at start, each for a full session
+        timeout from now, as Kafka's onLoaded (idempotent; joins call it too, for brokers built without a
+        runner)."""
+        if self._started:
+            return
+        self._started = True
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._reschedule_heartbeat(group, member)
 
     def close(self) -> None:
         """Stop the timers and answer parked joins and syncs with NOT_COORDINATOR, so a shutdown
         never waits out a rebalance timeout and clients go looking for the coordinator again."""
-        if self._expiry is not None:
-            self._expiry.cancel()
         for group in self.groups.values():
-            for timer in (group.join_timer, group.sync_timer):
+            for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
                 if timer is not None:
                     timer.cancel()
             group.join_timer = group.sync_timer = None
+            group.pending_timers.clear()
             for member in group.members.values():
+                _cancel_session_timer(member)
                 self._finish_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
                 self._finish_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
+    # --- session timers -------------------------------------------------------------------
+
+    def _reschedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        """Kafka's rescheduleClassicGroupMemberHeartbeat: the member's session now ends `timeout_ms`
+        (its session timeout unless given) from now, and its timer fires then."""
+        _cancel_session_timer(member)
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.session_deadline_ms = monotonic_ms() + timeout
+        member.session_timer = asyncio.get_running_loop().call_later(
+            timeout / 1000, self._session_expired, group, member)
+
+    def _session_expired(self, group: Group, member: Member) -> None:
+        """A member's timer fired: it goes unless it is parked on the group (then the end of the join or
+        sync phase re-arms it) or was replaced or removed meanwhile."""
+        member.session_timer = None
+        if group.members.get(member.member_id) is member and group.state != GroupState.DEAD \
+                and not member.has_satisfied_heartbeat:
+            self._remove_member(group, member)
+
+    def _add_pending_member(self, group: Group, member_id: str, session_timeout_ms: int) -> None:
+        """An id handed out with MEMBER_ID_REQUIRED lapses one session timeout later unless used."""
+        group.pending_members[member_id] = monotonic_ms() + session_timeout_ms
+        group.pending_timers[member_id] = asyncio.get_running_loop().call_later(
+            session_timeout_ms / 1000, self._pending_member_expired, group, member_id)
+
+    def _pending_member_expired(self, group: Group, member_id: str) -> None:
+        group.pending_timers.pop(member_id, None)
+        if self._drop_pending_member(group, member_id):
+            self._maybe_complete_join(group)
+
+    @staticmethod
+    def _drop_pending_member(group: Group, member_id: str) -> bool:
+        """Forget a handed-out id (and its timer); whether it was pending."""
+        timer = group.pending_timers.pop(member_id, None)
+        if timer is not None:
+            timer.cancel()
+        return group.pending_members.pop(member_id, None) is not None
+
     def expire_members(self, now_ms: float) -> None:
-        """Members awaiting a join or sync answer count as alive (Kafka's hasSatisfiedHeartbeat);
-        ids handed out with MEMBER_ID_REQUIRED lapse after one session timeout."""
+        """Expire at once whatever is due by `now_ms` (a clock ahead of the timers, for tests): handed-out
+        ids past their session, and members past their deadline that are not parked on the group."""
         for group in list(self.groups.values()):
             for member_id, deadline in list(group.pending_members.items()):
                 if now_ms > deadline:
-                    del group.pending_members[member_id]
-                    self._maybe_complete_join(group)
+                    self._pending_member_expired(group, member_id)
             for member in list(group.members.values()):
-                waiting = member.awaiting_join or member.sync_waiter is not None
-                if not waiting and now_ms - member.last_heartbeat_ms > member.session_timeout_ms:
-                    self._remove_member(group, member)
+                if now_ms >= member.session_deadline_ms:
+                    _cancel_session_timer(member)
+                    self._session_expired(group, member)
 
     # --- membership -----------------------------------------------------------------------
 
@@ -206,7 +261,7 @@ class GroupCoordinator:
         self.start()
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
-        if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -233,14 +288,13 @@ class GroupCoordinator:
                                                              rebalance_timeout_ms, supports_skip_assignment)
             elif require_known_member_id:
                 # KIP-394: hand out the id first; the member counts once it rejoins with it
-                group.pending_members[new_id] = monotonic_ms() + session_timeout_ms
+                self._add_pending_member(group, new_id, session_timeout_ms)
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
             member = Member(new_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, protocols)
             return await self._add_member_and_rebalance(group, member)
 
-        if member_id in group.pending_members:
-            del group.pending_members[member_id]
+        if self._drop_pending_member(group, member_id):
             member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocol_type, protocols)
             return await self._add_member_and_rebalance(group, member)
@@ -248,8 +302,7 @@ class GroupCoordinator:
         error = self._validate_member(group, member_id, group_instance_id)
         if error != ErrorCode.NONE:
             return JoinResult(error, member_id=member_id)
-        member = group.members[member_id]
-        member.last_heartbeat_ms = monotonic_ms()
+        member = group.members[member_id]  # parked below (or answered at once): no new session deadline
         unchanged = member.protocols == protocols
         if group.state == GroupState.COMPLETING_REBALANCE and unchanged:
             return self._join_result(group, member)  # a retried join: same answer again
@@ -272,7 +325,7 @@ class GroupCoordinator:
         return existing is not None or len(group.members) < self.max_size
 
     def _reject_for_size(self, group: Group, member_id: str) -> None:
-        group.pending_members.pop(member_id, None)
+        self._drop_pending_member(group, member_id)
         existing = group.members.get(member_id)
         if existing is not None:
             self._remove_member(group, existing, rebalance=False)
@@ -295,6 +348,8 @@ class GroupCoordinator:
         if group.leader_id is None:
             group.leader_id = member.member_id  # the first member to join leads
         group.new_member_added = True
+        member.is_new = True
+        self._reschedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         return await self._wait_for_join(group, member)
 
     async def _replace_static_member(self, group: Group, old_id: str, new_id: str, protocols: list[tuple[str, bytes]],
@@ -309,6 +364,8 @@ class GroupCoordinator:
         previous_leader = group.leader_id
         member = Member(new_id, old.group_instance_id, old.client_id, old.client_host, session_timeout_ms,
                         rebalance_timeout_ms, old.protocol_type, protocols, old.assignment)
+        _cancel_session_timer(old)
+        self._reschedule_heartbeat(group, member)
         # keep the member's place, so protocol votes and leader choice see the same order
         group.members = {new_id if mid == old_id else mid: member if mid == old_id else m
                          for mid, m in group.members.items()}
@@ -343,7 +400,7 @@ class GroupCoordinator:
         if group.state == GroupState.COMPLETING_REBALANCE:
             for member in group.members.values():
                 member.assignment = b""
-                self._finish_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+                self._answer_sync(group, member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         self._cancel_sync_timer(group)
         group.pending_sync.clear()
         initial = group.state == GroupState.EMPTY
@@ -414,10 +471,10 @@ class GroupCoordinator:
             return
         group.protocol_name = group.select_protocol()
         group.state = GroupState.COMPLETING_REBALANCE
-        now = monotonic_ms()
         for member in group.members.values():
-            member.last_heartbeat_ms = now
             self._finish_join(member, self._join_result(group, member))
+            self._reschedule_heartbeat(group, member)
+            member.is_new = False
         group.pending_sync = set(group.members)
         group.sync_timer = asyncio.get_running_loop().create_task(
             self._expire_pending_sync(group, group.generation_id, group.rebalance_timeout_ms()))
@@ -476,8 +533,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if group.state == GroupState.EMPTY:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        member = group.members[member_id]
-        member.last_heartbeat_ms = monotonic_ms()
+        member = group.members[member_id]  # Kafka 4 counts a SyncGroup only once it is answered (below)
         if group.state == GroupState.PREPARING_REBALANCE:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         self._clear_pending_sync(group, member_id)
@@ -491,7 +547,7 @@ class GroupCoordinator:
             group.state = GroupState.STABLE
             self._persist(group)  # Kafka stores the generation before answering the syncs
             for m in group.members.values():
-                self._finish_sync(m, self._sync_result(group, m))
+                self._answer_sync(group, m, self._sync_result(group, m))
         return await waiter
 
     def _sync_result(self, group: Group, member: Member) -> SyncResult:
@@ -504,10 +560,18 @@ class GroupCoordinator:
             waiter.set_result(result)
 
     @staticmethod
-    def _finish_sync(member: Member, result: SyncResult) -> None:
+    def _finish_sync(member: Member, result: SyncResult) -> bool:
+        """Answer the member's parked SyncGroup, if any; whether there was one to answer."""
         waiter, member.sync_waiter = member.sync_waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(result)
+            return True
+        return False
+
+    def _answer_sync(self, group: Group, member: Member, result: SyncResult) -> None:
+        """Kafka's propagateAssignment: a member whose parked SyncGroup is answered starts a new session."""
+        if self._finish_sync(member, result):
+            self._reschedule_heartbeat(group, member)
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int,
                   group_instance_id: str | None = None) -> int:
@@ -523,7 +587,7 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION
         if group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        group.members[member_id].last_heartbeat_ms = monotonic_ms()
+        self._reschedule_heartbeat(group, group.members[member_id])
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
@@ -541,8 +605,7 @@ class GroupCoordinator:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             self._remove_member(group, group.members[current])
             return ErrorCode.NONE
-        if member_id in group.pending_members:
-            del group.pending_members[member_id]
+        if self._drop_pending_member(group, member_id):
             self._maybe_complete_join(group)
             return ErrorCode.NONE
         if group_instance_id is not None and group.static_member_id(group_instance_id) not in (None, member_id):
@@ -553,8 +616,20 @@ class GroupCoordinator:
         self._remove_member(group, member)
         return ErrorCode.NONE
 
+    def commit_offsets_error(self, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int) -> int:
+        """validate_offset_commit for the group of that id; a member's accepted commit while the group is
+        Stable or PreparingRebalance also starts a new session, as in Kafka."""
+        group = self.groups.get(group_id)
+        error = validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if error == ErrorCode.NONE and group is not None and member_id in group.members \
+                and group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self._reschedule_heartbeat(group, group.members[member_id])
+        return error
+
     def _remove_member(self, group: Group, member: Member, rebalance: bool = True) -> None:
         group.members.pop(member.member_id, None)
+        _cancel_session_timer(member)
         self._finish_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
         self._finish_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         self._clear_pending_sync(group, member.member_id)
@@ -588,5 +663,10 @@ def validate_offset_commit(group: Group | None, member_id: str, group_instance_i
         return ErrorCode.ILLEGAL_GENERATION
     if group.state == GroupState.COMPLETING_REBALANCE:
         return ErrorCode.REBALANCE_IN_PROGRESS
-    group.members[member_id].last_heartbeat_ms = monotonic_ms()  # a member's commit counts as a heartbeat
     return ErrorCode.NONE
+
+
+def _cancel_session_timer(member: Member) -> None:
+    if member.session_timer is not None:
+        member.session_timer.cancel()
+        member.session_timer = None

@@ -114,9 +114,9 @@ def test_silent_member_expires_after_its_session_timeout() -> None:
         joined = await _join_with_id(coordinator, session_ms=6000)
         await coordinator.sync("g", joined.member_id, 1, None, None, {})
         member = coordinator.group("g").members[joined.member_id]
-        coordinator.expire_members(member.last_heartbeat_ms + 5000)
+        coordinator.expire_members(member.session_deadline_ms - 1000)
         still_there = joined.member_id in coordinator.group("g").members
-        coordinator.expire_members(member.last_heartbeat_ms + 6001)
+        coordinator.expire_members(member.session_deadline_ms + 1)
         await asyncio.sleep(0)
         group = coordinator.group("g")
         coordinator.close()

@@ -202,8 +202,8 @@ def test_static_member_is_removed_when_its_session_expires() -> None:
         group = coordinator.group("g")
         b = group.members[before["b"].member_id]
         coordinator.heartbeat("g", before["a"].member_id, before["a"].generation_id, "a")
-        group.members[before["a"].member_id].last_heartbeat_ms = b.last_heartbeat_ms + 10_000
-        coordinator.expire_members(b.last_heartbeat_ms + b.session_timeout_ms + 1)
+        group.members[before["a"].member_id].session_deadline_ms = b.session_deadline_ms + 10_000
+        coordinator.expire_members(b.session_deadline_ms + 1)
         coordinator.close()
         return before, group
 
