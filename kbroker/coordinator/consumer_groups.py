@@ -15,7 +15,7 @@ Kept free of wire types so it can be tested directly. Kafka's model, in short:
   (FENCED_MEMBER_EPOCH) and must give up everything and rejoin with epoch 0; one the
   coordinator no longer knows gets UNKNOWN_MEMBER_ID. A member silent for
   `group.consumer.session.timeout.ms`, or slower than its rebalance timeout to revoke, is
-  removed.
+  removed at that deadline by a timer of its own.
 
 Group state is persisted as Kafka persists it: every operation that changes a group hands
 the change, as Kafka's coordinator records (group epoch, subscription metadata, member
@@ -35,7 +35,6 @@ import base64
 import contextlib
 import enum
 import logging
-import re
 import time
 import uuid
 from collections import Counter
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from kbroker.coordinator.assignors import MemberSubscription, get_assignor
+from kbroker.coordinator.topic_regex import InvalidRegex, Resolved, compile_regex, resolve
 from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -137,11 +137,23 @@ class ConsumerGroupMember:
 
 @dataclass
 class MemberTimers:
-    """Deadlines on the coordinator's clock (monotonic ms)."""
+    """Deadlines on the coordinator's clock (monotonic ms), and the event-loop timer set for the nearer one."""
 
     session_deadline: float
     revocation_deadline: float | None = None
     revocation_epoch: int = 0
+    handle: asyncio.TimerHandle | None = None
+
+    @property
+    def next_deadline(self) -> float:
+        if self.revocation_deadline is None:
+            return self.session_deadline
+        return min(self.session_deadline, self.revocation_deadline)
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
 
 class ConsumerGroup:
@@ -155,6 +167,9 @@ class ConsumerGroup:
         self.target: dict[str, TopicPartitions] = {}           # member id -> target assignment
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}  # owner's epoch per partition
         self.subscription_metadata: dict[str, TopicMetadata] = {}
+        # the members' regexes resolved, and the topic names that was against (not persisted: rebuilt at need)
+        self.resolved_regexes: Resolved = {}
+        self.regexes_resolved_against: frozenset[str] = frozenset()
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -190,7 +205,9 @@ class ConsumerGroup:
 
     def drop_member(self, member_id: str) -> ConsumerGroupMember | None:
         member = self.members.pop(member_id, None)
-        self.timers.pop(member_id, None)
+        timers = self.timers.pop(member_id, None)
+        if timers is not None:
+            timers.cancel()
         self.target.pop(member_id, None)
         self._release_partitions(member)
         if member is not None and member.instance_id is not None \
@@ -457,7 +474,7 @@ class ConsumerGroupCoordinator:
         self.clock = clock
         self.persist = persist
         self.groups: dict[str, ConsumerGroup] = {}
-        self._expiry: asyncio.Task | None = None
+        self._started = False
 
     def load(self, groups: Mapping[str, ConsumerGroup]) -> None:
         """Take over groups rebuilt by `replay`; every member's session timer starts now, and
@@ -505,22 +522,52 @@ class ConsumerGroupCoordinator:
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the session/rebalance-timeout sweep (idempotent)."""
-        if self._expiry is None or self._expiry.done():
-            self._expiry = asyncio.get_running_loop().create_task(self._expire_forever())
-
-    async def _expire_forever(self) -> None:
-        while True:
-            await asyncio.sleep(0.25)
-            try:
-                self.expire_members()
-            except Exception:
-                log.exception("consumer group expiry failed")
+        """Set the timers of the members loaded at start (idempotent; call inside the broker's event loop)."""
+        if self._started:
+            return
+        self._started = True
+        for group in self.groups.values():
+            for member_id, timers in group.timers.items():
+                if timers.handle is None:
+                    self._arm(group, member_id)
 
     def close(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
+        for group in self.groups.values():
+            for timers in group.timers.values():
+                timers.cancel()
+
+    # --- member timers --------------------------------------------------------------------
+
+    def _arm(self, group: ConsumerGroup, member_id: str) -> None:
+        """(Re)set the member's timer for its nearer deadline (session, or rebalance timeout while it
+        revokes), as Kafka keeps a timer per member. Outside an event loop (tests that drive their own
+        clock) nothing is set, and expire_members does the expiring."""
+        timers = group.timers.get(member_id)
+        if timers is None:
+            return
+        timers.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        delay_ms = max(timers.next_deadline - self.clock(), 0)
+        timers.handle = loop.call_later(delay_ms / 1000, self._timer_fired, group.group_id, member_id)
+
+    def _timer_fired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        timers = group.timers.get(member_id) if group is not None else None
+        if timers is None or member_id not in group.members:
+            return
+        timers.handle = None
+        now = self.clock()
+        reason = _expiry_reason(group.members[member_id], timers, now)
+        if reason is not None:
+            with self._recording(group_id):
+                self._fence_expired(group, member_id, reason)
+            return
+        if timers.revocation_deadline is not None and now >= timers.revocation_deadline:
+            timers.revocation_deadline = None  # the member is past that revocation: only its session is left
+        self._arm(group, member_id)
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -529,6 +576,8 @@ class ConsumerGroupCoordinator:
         """Delete a group: out of memory, and tombstones for all its records."""
         group = self.groups.pop(group_id, None)
         if group is not None:
+            for timers in group.timers.values():
+                timers.cancel()
             self._write(group_id, group_tombstones(group_id, group))
 
     @property
@@ -594,7 +643,7 @@ class ConsumerGroupCoordinator:
         bump |= (updated.subscribed_topic_names != member.subscribed_topic_names
                  or updated.subscribed_topic_regex != member.subscribed_topic_regex)
         if updated.subscribed_topic_regex and updated.subscribed_topic_regex != member.subscribed_topic_regex:
-            _compile_regex(updated.subscribed_topic_regex)
+            _check_regex(updated.subscribed_topic_regex)
         metadata = self._subscription_metadata(group, replacing=member, with_member=updated)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -620,6 +669,7 @@ class ConsumerGroupCoordinator:
                 timers.revocation_epoch = reconciled.member_epoch
             else:
                 timers.revocation_deadline = None
+        self._arm(group, reconciled.member_id)
 
         full_request = joining or (request.rebalance_timeout_ms != -1 and request.owned is not None
                                    and (request.subscribed_topic_names is not None
@@ -707,12 +757,12 @@ class ConsumerGroupCoordinator:
 
     # --- subscriptions and target assignment ---------------------------------------------
 
-    def _member_topics(self, member: ConsumerGroupMember, topics: Mapping[str, TopicInfo]) -> set[str]:
-        """Existing topics the member subscribes to, by name or by its regex (matched whole, as Kafka does)."""
+    @staticmethod
+    def _member_topics(group: ConsumerGroup, member: ConsumerGroupMember, topics: Mapping[str, TopicInfo]) -> set[str]:
+        """Existing topics the member subscribes to, by name or by its regex (as last resolved for the group)."""
         subscribed = {name for name in member.subscribed_topic_names if name in topics}
         if member.subscribed_topic_regex:
-            pattern = _compile_regex(member.subscribed_topic_regex)
-            subscribed.update(name for name in topics if pattern.fullmatch(name))
+            subscribed.update(group.resolved_regexes.get(member.subscribed_topic_regex, ()))
         return subscribed
 
     def _subscription_metadata(self, group: ConsumerGroup, replacing: ConsumerGroupMember | None = None,
@@ -725,10 +775,21 @@ class ConsumerGroupCoordinator:
         if with_member is not None:
             members[with_member.member_id] = with_member
         names = {name for m in members.values() for name in m.subscribed_topic_names if name in topics}
-        for regex in {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}:
-            pattern = _compile_regex(regex)
-            names.update(name for name in topics if pattern.fullmatch(name))
+        for matched in self._resolve_regexes(group, members.values(), topics).values():
+            names.update(matched)
         return {name: TopicMetadata(topics[name].topic_id, name, topics[name].partitions) for name in sorted(names)}
+
+    @staticmethod
+    def _resolve_regexes(group: ConsumerGroup, members: Iterable[ConsumerGroupMember],
+                         topics: Mapping[str, TopicInfo]) -> Resolved:
+        """The group's regexes resolved against the topics there are now (only topics created or
+        deleted since the last resolution are looked at again)."""
+        regexes = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}
+        if not regexes and not group.resolved_regexes:
+            return group.resolved_regexes
+        group.resolved_regexes, group.regexes_resolved_against = resolve(
+            group.resolved_regexes, group.regexes_resolved_against, regexes, topics.keys())
+        return group.resolved_regexes
 
     def preferred_assignor(self, members: Iterable[ConsumerGroupMember]) -> str:
         """The server assignor most members ask for, else the first configured one."""
@@ -751,7 +812,8 @@ class ConsumerGroupCoordinator:
             current = group.target.get(member.member_id, {})
             owned = {by_id[topic_id]: sorted(parts) for topic_id, parts in current.items() if topic_id in by_id}
             subscriptions.append(MemberSubscription(
-                member_id=member.member_id, topics=frozenset(self._member_topics(member, topics) & metadata.keys()),
+                member_id=member.member_id,
+                topics=frozenset(self._member_topics(group, member, topics) & metadata.keys()),
                 owned=owned, instance_id=member.instance_id, rack=member.rack_id))
         started = time.monotonic()
         result = get_assignor(name).assign(subscriptions, {n: m.partitions for n, m in metadata.items()})
@@ -791,6 +853,7 @@ class ConsumerGroupCoordinator:
         timers = group.timers.get(member.member_id)
         if timers is not None:
             timers.revocation_deadline = None
+            self._arm(group, member.member_id)
         return HeartbeatResult(member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH)
 
     def fence(self, group: ConsumerGroup, member_id: str) -> None:
@@ -811,11 +874,13 @@ class ConsumerGroupCoordinator:
                 continue
             with self._recording(group.group_id):
                 for member_id, reason in expired:
-                    log.info("[GroupId %s] Member %s fenced from the group because %s.", group.group_id, member_id,
-                             reason)
-                    self.fence(group, member_id)
+                    self._fence_expired(group, member_id, reason)
                     fenced.append((group.group_id, member_id))
         return fenced
+
+    def _fence_expired(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+        log.info("[GroupId %s] Member %s fenced from the group because %s.", group.group_id, member_id, reason)
+        self.fence(group, member_id)
 
     # --- offsets --------------------------------------------------------------------------
 
@@ -858,10 +923,11 @@ def _expiry_reason(member: ConsumerGroupMember | None, timers: MemberTimers, now
     return None
 
 
-def _compile_regex(regex: str) -> re.Pattern:
+def _check_regex(regex: str) -> None:
+    """Refuse a regex Kafka's coordinator would not compile (RE2 syntax), with Kafka's message."""
     try:
-        return re.compile(regex)
-    except re.error as error:
+        compile_regex(regex)
+    except InvalidRegex as error:
         raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                          f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}.") from None
 
