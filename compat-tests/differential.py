@@ -44,8 +44,6 @@ NORMALISED: dict[str, str] = {
     "finalized_features_epoch": "KRaft metadata offset",
     "error_message": "human-readable text (only presence is compared)",
     "documentation": "human-readable text (only presence is compared)",
-    "cluster_authorized_operations": "no authorizer semantics yet: issue 19 item 3",
-    "topic_authorized_operations": "issue 19 item 3", "authorized_operations": "issue 19 item 3",
 }
 
 
@@ -347,10 +345,11 @@ def _list_offsets(topic: str, timestamp: int) -> Template:
     return template
 
 
-def _metadata(topics: list[str] | None, auto_create: bool = False) -> Template:
+def _metadata(topics: list[str] | None, auto_create: bool = False, operations: bool = False) -> Template:
     def template(ctx: Ctx) -> dict:
         listed = None if topics is None else [{"name": topic} for topic in topics]
-        return {"topics": listed, "allow_auto_topic_creation": auto_create}
+        return {"topics": listed, "allow_auto_topic_creation": auto_create,
+                "include_topic_authorized_operations": operations, "include_cluster_authorized_operations": operations}
     return template
 
 
@@ -453,10 +452,11 @@ def _describe_configs(resource_type: int, name: str, keys: list[str] | None) -> 
     return template
 
 
-def _alter_configs(name: str | Callable[[Ctx], str], key: str, value: str, validate_only: bool = False) -> Template:
+def _alter_configs(name: str | Callable[[Ctx], str], key: str, value: str, validate_only: bool = False,
+                   resource_type: int = 2) -> Template:
     def template(ctx: Ctx) -> dict:
         topic = name(ctx) if callable(name) else name
-        return {"resources": [{"resource_type": 2, "resource_name": topic,
+        return {"resources": [{"resource_type": resource_type, "resource_name": topic,
                                "configs": [{"name": key, "value": value, "config_operation": 0}]}],
                 "validate_only": validate_only}
     return template
@@ -502,16 +502,21 @@ def _prepare_848(ctx: Ctx) -> None:
     ctx.state.update(member=response.member_id or request.member_id, epoch=response.member_epoch)
 
 
-def _groups(*names: str | Callable[[Ctx], str]) -> Template:
+def _groups(*names: str | Callable[[Ctx], str], operations: bool = False) -> Template:
     def template(ctx: Ctx) -> dict:
         listed = [name(ctx) if callable(name) else name for name in names]
         return {"groups": listed, "groups_names": listed, "group_ids": listed,
-                "include_authorized_operations": False}
+                "include_authorized_operations": operations}
     return template
 
 
 def _constant(data: dict) -> Template:
     return lambda ctx: data
+
+
+def _describe_topic_partitions(topics: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None):
+    return _constant({"topics": [{"name": topic} for topic in topics], "response_partition_limit": limit,
+                      "cursor": cursor and {"topic_name": cursor[0], "partition_index": cursor[1]}})
 
 
 UNKNOWN_GROUP = f"wd-{RUN}-no-group"
@@ -521,6 +526,8 @@ APIS_KAFKA_HAS = ("Kafka serves APIs kbroker does not yet (transactions: issue 1
                   "cluster and KRaft APIs: issue 14, the rest: issue 19), reports KRaft feature levels (v3+), and "
                   "its ranges differ for ApiVersions, InitProducerId and DeleteGroups: issue 19")
 CREATED_CONFIGS = "CreateTopics v5+ answers only the given configs, Kafka every topic config with its source: issue 19"
+GROUP_OPERATIONS = ("a group's authorized operations are Kafka 4's, with DESCRIBE_CONFIGS and ALTER_CONFIGS (group "
+                    "configs); Kafka 3.9 has no group configs (docs/compatibility.md)")
 EPOCHS = "Kafka's first KIP-848 heartbeat bumps the group epoch to 2, kbroker's to 1: issue 19"
 ERROR_TEXT = "error_message set where Kafka leaves it null, or the other way round: issue 19 (parity list)"
 BY_ID = 13  # Fetch v13+ names topics by id only
@@ -551,6 +558,7 @@ CASES: dict[str, list[Case]] = {
         Case("unknown_topic", _metadata([UNKNOWN]), versions=lambda version: version >= 4),
         Case("invalid_topic_name", _metadata([INVALID])),
         Case("no_topics", _metadata([]), versions=lambda version: version >= 1),
+        Case("authorized_operations", _metadata([TOPIC], operations=True), versions=lambda version: version >= 8),
     ],
     "OffsetCommit": [
         Case("valid", _group_topic(GROUP, TOPIC, 3)),
@@ -594,6 +602,8 @@ CASES: dict[str, list[Case]] = {
         Case("empty_group", _groups(GROUP)),
         Case("stable_group", _groups(_own_group), prepare=_joined),
         Case("unknown_group", _groups(UNKNOWN_GROUP), xfail=ERROR_TEXT, xfail_versions=lambda version: version >= 6),
+        Case("authorized_operations", _groups(GROUP, operations=True), versions=lambda version: version >= 3,
+             xfail=GROUP_OPERATIONS, xfail_kafka=("3.9",)),
     ],
     "ListGroups": [
         Case("states_filter", _constant({"states_filter": ["PreparingRebalance"], "types_filter": []}),
@@ -641,15 +651,21 @@ CASES: dict[str, list[Case]] = {
         Case("topic_keys", _describe_configs(2, TOPIC, ["cleanup.policy", "retention.ms", "segment.bytes"]),
              xfail="configs are listed in kbroker's order, not Kafka's LogConfig order: issue 19"),
         Case("unknown_topic", _describe_configs(2, UNKNOWN, None)),
+        Case("broker_default_unset_key", _describe_configs(4, "", [f"wd.{RUN}.unset"])),
     ],
     "AlterConfigs": [
         Case("valid", _alter_configs(_own_group, "retention.ms", "1000"), prepare=_create_own_topic),
         Case("invalid_value", _alter_configs(TOPIC, "retention.ms", "soon", validate_only=True)),
         Case("unknown_topic", _alter_configs(UNKNOWN, "retention.ms", "1000")),
+        Case("broker_default_read_only", _alter_configs("", "log.dirs", "/elsewhere", True, resource_type=4)),
+        Case("broker_default_invalid_value", _alter_configs("", "message.max.bytes", "big", True, resource_type=4)),
     ],
     "IncrementalAlterConfigs": [
         Case("valid", _alter_configs(_own_group, "retention.ms", "1000"), prepare=_create_own_topic),
         Case("unknown_config", _alter_configs(TOPIC, "no.such.config", "1", validate_only=True)),
+        Case("broker_default_validate_only", _alter_configs("", "message.max.bytes", "2000000", True, resource_type=4)),
+        Case("broker_default_per_broker_config",
+             _alter_configs("", "listeners", "PLAINTEXT://127.0.0.1:9", True, resource_type=4)),
         Case("unknown_topic", _alter_configs(UNKNOWN, "retention.ms", "1000")),
     ],
     "DescribeLogDirs": [
@@ -672,11 +688,27 @@ CASES: dict[str, list[Case]] = {
     ],
     "DescribeCluster": [
         Case("valid", _constant({"include_cluster_authorized_operations": False, "endpoint_type": 1})),
+        Case("authorized_operations", _constant({"include_cluster_authorized_operations": True, "endpoint_type": 1})),
     ],
     "DescribeProducers": [
         Case("valid", _constant({"topics": [{"name": TOPIC, "partition_indexes": [0]}]})),
         Case("unknown_topic", _constant({"topics": [{"name": UNKNOWN, "partition_indexes": [0]}]}),
              xfail=ERROR_TEXT),
+    ],
+    "DescribeTopicPartitions": [
+        Case("known_and_unknown", _describe_topic_partitions([UNKNOWN, TOPIC])),
+        Case("invalid_name", _describe_topic_partitions([INVALID])),
+        Case("partition_limit", _describe_topic_partitions([TOPIC], limit=2)),
+        Case("from_cursor", _describe_topic_partitions([TOPIC], cursor=(TOPIC, 1))),
+        Case("cursor_not_requested", _describe_topic_partitions([UNKNOWN], cursor=(TOPIC, 0))),
+    ],
+    # Listings of topics and brokers are not compared: the topics depend on which cases ran before, the node
+    # ids differ (compat-tests/test_list_config_resources.py checks them on each broker).
+    "ListConfigResources": [
+        Case("client_metrics", _constant({"resource_types": [16]})),
+        Case("groups_with_configs", _constant({"resource_types": [32]}), versions=lambda version: version >= 1),
+        Case("not_a_config_resource_type", _constant({"resource_types": [2, 64]}),
+             versions=lambda version: version >= 1),
     ],
     "ConsumerGroupHeartbeat": [
         Case("join", _heartbeat_848(None, 0), xfail=EPOCHS, xfail_kafka=("4",)),
@@ -728,11 +760,11 @@ KAFKA_VERSIONS: dict[str, dict[int, tuple[int, int]]] = {
     "4": {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9),
           12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 18: (0, 5), 19: (2, 7), 20: (1, 6),
           21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0, 3), 42: (0, 3),
-          44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 68: (0, 1), 69: (0, 1)},
+          44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 68: (0, 1), 69: (0, 1), 74: (0, 1), 75: (0, 0)},
     "3.9": {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),
             12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 18: (0, 4), 19: (0, 7), 20: (0, 6),
             21: (0, 2), 22: (0, 5), 23: (0, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2),
-            44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 68: (0, 0), 69: (0, 0)},
+            44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 68: (0, 0), 69: (0, 0), 74: (0, 0), 75: (0, 0)},
 }
 
 

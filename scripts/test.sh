@@ -6,7 +6,8 @@
 # from the project's own dependency lists only, so a package installed by hand on the machine
 # cannot hide one the project forgot. pip's and Maven's download caches make the rebuild cheap.
 #
-#   bash scripts/test.sh                       # everything: unit tests, compat-tests on kbroker, then on Kafka
+#   bash scripts/test.sh                       # everything: unit tests, compat-tests and kafka-python's own suite
+#                                              # on kbroker, then compat-tests on Kafka
 #   bash scripts/test.sh tests/log -x          # arguments go to the first pytest run only (the Kafka run is skipped)
 #   KBROKER_TEST_VENV=/path bash scripts/test.sh   # another venv location (it is cleared!)
 set -euo pipefail
@@ -56,6 +57,8 @@ if [ "$#" -gt 0 ]; then
 fi
 status=0
 run_pytest || status=$?                                        # tests/ and compat-tests/ against kbroker
+echo "== kafka-python's own integration suite against kbroker (scripts/client_suites.py) =="
+"$PYTHON" scripts/client_suites.py --targets kbroker || status=$?
 echo "== compat-tests against Apache Kafka 4.x (KRaft), the reference =="
 run_pytest compat-tests --target kafka || status=$?
 exit "$status"

@@ -9,11 +9,13 @@ from kbroker.apis import (  # noqa: F401 - imported for their @handles registrat
     fetch,
     groups,
     leader_epochs,
+    list_config_resources,
     list_offsets,
     log_dirs,
     metadata,
     offsets,
     produce,
     producers,
+    topic_partitions,
     topics,
 )
