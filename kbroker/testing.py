@@ -98,9 +98,10 @@ class BrokerProcess:
     """`kbroker serve` as a real subprocess (for crash tests and cross-process clients)."""
 
     def __init__(self, data_dir: Path, *overrides: str, port: int | None = None,
-                 event_loop: str = "auto") -> None:
+                 event_loop: str = "auto", source_dir: Path | None = None) -> None:
         self.data_dir = data_dir
         self.event_loop = event_loop
+        self.source_dir = source_dir  # run the `kbroker` package of this tree (`-m` looks in the cwd first)
         self.port = port or free_port()
         self.overrides = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={data_dir}", *overrides]
         self.process: subprocess.Popen | None = None
@@ -114,7 +115,7 @@ class BrokerProcess:
                 "--event-loop", self.event_loop]
         for override in self.overrides:
             args += ["--override", override]
-        self.process = subprocess.Popen(args)
+        self.process = subprocess.Popen(args, cwd=self.source_dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -65,7 +65,7 @@ from wire import headers, messages
 SUITE = "groups"
 COMPARES_WITH_KAFKA = True  # the harness starts the run's Kafka before this suite's clock
 KAFKA_INITIAL_DELAY_MS = 3000  # Apache Kafka's default group.initial.rebalance.delay.ms, which the run's Kafka keeps
-TIME_BUDGET = (40, 900)
+TIME_BUDGET = (80, 900)
 COMMIT_TARGET_PER_S = 20_000
 COMMIT_TARGET = f">= {COMMIT_TARGET_PER_S:,} commits/s"
 PIPELINE = 32                # OffsetCommit requests in flight per raw connection

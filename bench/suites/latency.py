@@ -31,7 +31,7 @@ from bench.peers import Broker, kbroker, peers
 
 SUITE = "latency"
 COMPARES_WITH_KAFKA = True  # the harness starts the run's Kafka before this suite's clock
-TIME_BUDGET = (60, 900)
+TIME_BUDGET = (90, 900)
 RATES = (1_000, 10_000, 50_000)
 QUICK_RATES = (10_000,)
 LINGERS_MS = (0, 1)

@@ -26,7 +26,7 @@ from bench.harness import Context, Result, median
 from bench.load import client_produce_ceiling, value_pool
 
 SUITE = "limits"
-TIME_BUDGET = (20, 180)
+TIME_BUDGET = (40, 180)
 CHUNK = 256 * 1024
 MIB = 1024 * 1024
 

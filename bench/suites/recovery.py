@@ -53,7 +53,7 @@ from kbroker.log.manager import parse_partition_dir
 from kbroker.testing import BrokerProcess
 
 SUITE = "recovery"
-TIME_BUDGET = (40, 1800)
+TIME_BUDGET = (80, 1800)
 GIB, MIB = 1 << 30, 1 << 20
 VALUE_BYTES = 32 * 1024
 DISK_FACTOR = 3              # free space wanted per byte written

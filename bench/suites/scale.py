@@ -52,7 +52,7 @@ from bench.suites._common import (
 
 SUITE = "scale"
 COMPARES_WITH_KAFKA = True  # the harness starts the run's Kafka before this suite's clock
-TIME_BUDGET = (40, 1500)
+TIME_BUDGET = (80, 1500)
 TOPIC_WIDTH = 100            # partitions per topic once a count exceeds it
 FILL_RECORDS = 2             # records written into every partition before measuring
 DESCRIPTORS_PER_PARTITION = 1
