@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.load import produce_for, value_pool
-from bench.peers import Broker
+from bench.peers import Broker, KbrokerBroker
 from kbroker.testing import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,10 +42,6 @@ def worktree(revision: str) -> Iterator[Path]:
             yield tree
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
-
-
-def _broker(name: str, process: BrokerProcess) -> Broker:
-    return Broker(name, process.bootstrap, "kbroker", process.process.pid)
 
 
 def measure(builds: dict[str, Broker], rounds: int, seconds: float) -> dict[tuple, dict[str, list[float]]]:
@@ -89,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             builds = {}
             for name, process in processes.items():
                 stack.callback(process.stop)
-                builds[name] = _broker(name, process.start())
+                builds[name] = KbrokerBroker(process.start(), name)
             print(report(measure(builds, args.rounds, args.seconds), args.baseline))
     return 0
 
