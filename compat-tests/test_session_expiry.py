@@ -136,12 +136,16 @@ def _consumer_protocol_member(connection, group: str, topic: str) -> Callable[[]
         "topic_partitions": []})
     joined = _until_coordinator_ready(lambda: connection.call(CONSUMER_GROUP_HEARTBEAT, 0, join))
     assert joined.error_code == 0, joined
-    request = wd.build("ConsumerGroupHeartbeatRequest", 0, {"group_id": group, "member_id": joined.member_id,
-                                                            "member_epoch": joined.member_epoch})
+    epoch = joined.member_epoch
 
     def heartbeat() -> float:
+        """A heartbeat at the member's current epoch, which moves on as the group's does (as a client's would)."""
+        nonlocal epoch
+        request = wd.build("ConsumerGroupHeartbeatRequest", 0, {"group_id": group, "member_id": joined.member_id,
+                                                                "member_epoch": epoch})
         answer, arrived = _timed(lambda: connection.call(CONSUMER_GROUP_HEARTBEAT, 0, request))
         assert answer.error_code == 0, answer
+        epoch = answer.member_epoch
         return arrived
     return heartbeat
 
