@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -15,8 +16,9 @@ _INT_RANGE = (-(2**31), 2**31 - 1)
 _LONG_RANGE = (-(2**63), 2**63 - 1)
 
 
-def _integer(minimum: int, bounds: tuple[int, int], kind: str) -> Callable[[str], int]:
-    """A parser with Kafka's ConfigDef checks: a number of the type, then `atLeast(minimum)`."""
+def _integer(minimum: int, bounds: tuple[int, int], kind: str, maximum: int | None = None) -> Callable[[str], int]:
+    """A parser with Kafka's ConfigDef checks: a number of the type, then `atLeast(minimum)` (or
+    `between(minimum, maximum)`)."""
 
     def parse(text: str) -> int:
         try:
@@ -27,17 +29,54 @@ def _integer(minimum: int, bounds: tuple[int, int], kind: str) -> Callable[[str]
             raise ValueError(f"Not a number of type {kind}")
         if value < minimum:
             raise ValueError(f"Value must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"Value must be no more than {maximum}")
         return value
 
     return parse
 
 
-def _int(minimum: int) -> Callable[[str], int]:
-    return _integer(minimum, _INT_RANGE, "INT")
+def _int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    return _integer(minimum, _INT_RANGE, "INT", maximum)
 
 
 def _long(minimum: int) -> Callable[[str], int]:
     return _integer(minimum, _LONG_RANGE, "LONG")
+
+
+def _gzip_level(text: str) -> int:
+    """Kafka's GzipCompression level check: 1 to 9, or -1 for the codec's default."""
+    value = _integer(-(2**31), _INT_RANGE, "INT")(text)
+    if value != -1 and not 1 <= value <= 9:
+        raise ValueError("Value must be between 1 and 9 or equal to -1")
+    return value
+
+
+class InvalidListValue(ValueError):
+    """A LIST config refused: Kafka shows the value as the list it parsed, `[a, b]`."""
+
+    def __init__(self, items: list[str], reason: str) -> None:
+        super().__init__(reason)
+        self.shown = "[" + ", ".join(items) + "]"
+
+
+def _list_items(text: str) -> list[str]:
+    """ConfigDef's LIST parsing: comma-separated, each item trimmed; an empty value is an empty list."""
+    trimmed = text.strip()
+    return [item.strip() for item in trimmed.split(",")] if trimmed else []
+
+
+def _throttled_replicas(name: str) -> Callable[[str], list[str]]:
+    """Kafka's ThrottledReplicaListValidator: the literal '*' or partitionId:brokerId pairs."""
+
+    def parse(text: str) -> list[str]:
+        items = _list_items(text)
+        if items == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", item) for item in items):
+            return items
+        raise InvalidListValue(items, f"{name} must be the literal '*' or a list of replicas in the following "
+                                      "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+    return parse
 
 
 def _ratio(text: str) -> float:
@@ -86,23 +125,24 @@ def _policy(text: str) -> str:
 @dataclass(frozen=True)
 class TopicConfig:
     name: str
-    broker_synonym: str          # the broker property that supplies the default
+    broker_synonym: str | None   # the broker property that supplies the default (None: `default` does)
     parse: Callable[[str], object]
     log_field: str | None        # the LogConfig field it sets, if the log uses it
     config_type: str = "STRING"  # Kafka's ConfigDef type, reported by DescribeConfigs v3+
     doc: str = ""                # DescribeConfigs documentation (v3+)
+    default: str | None = None   # the value when no broker property supplies one
 
 
 TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("cleanup.policy", "log.cleanup.policy", _policy, "cleanup_policy", "LIST",
                 "delete: old segments are removed by time or size; compact: only the latest record per key "
                 "is kept; or both."),
+    TopicConfig("segment.bytes", "log.segment.bytes", _int(14), "segment_bytes", "INT",
+                "The size of one segment file; retention and compaction work a whole segment at a time."),
     TopicConfig("retention.ms", "log.retention.ms", _long(-1), "retention_ms", "LONG",
                 "How long a segment is kept before it is deleted (policy delete); -1: no time limit."),
     TopicConfig("retention.bytes", "log.retention.bytes", _long(-1), "retention_bytes", "LONG",
                 "The size a partition may grow to before old segments are deleted; -1: no size limit."),
-    TopicConfig("segment.bytes", "log.segment.bytes", _int(14), "segment_bytes", "INT",
-                "The size of one segment file; retention and compaction work a whole segment at a time."),
     TopicConfig("segment.ms", "log.roll.ms", _long(1), "segment_ms", "LONG",
                 "The age after which the active segment is rolled even if it is not full."),
     TopicConfig("segment.index.bytes", "log.index.size.max.bytes", _int(4), "max_index_size", "INT",
@@ -152,7 +192,49 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
                 "[DEPRECATED] Accepted and reported only: records are always stored in format v2."),
     TopicConfig("message.downconversion.enable", "log.message.downconversion.enable", _bool, None, "BOOLEAN",
                 "[DEPRECATED] Accepted and reported only: records are never converted to an older format."),
+    # Kafka 4.4's other topic configs: checked as Kafka checks them, kept and reported, without effect here
+    TopicConfig("compression.gzip.level", "compression.gzip.level", _gzip_level, None, "INT",
+                "The gzip level when compression.type is gzip (kbroker keeps batches as produced)."),
+    TopicConfig("compression.lz4.level", "compression.lz4.level", _int(1, 17), None, "INT",
+                "The lz4 level when compression.type is lz4 (kbroker keeps batches as produced)."),
+    TopicConfig("compression.zstd.level", "compression.zstd.level", _int(-131072, 22), None, "INT",
+                "The zstd level when compression.type is zstd (kbroker keeps batches as produced)."),
+    TopicConfig("preallocate", "log.preallocate", _bool, None, "BOOLEAN",
+                "Whether a new segment file is preallocated on disk (kbroker does not)."),
+    TopicConfig("segment.jitter.ms", "log.roll.jitter.ms", _long(0), None, "LONG",
+                "A random amount subtracted from segment.ms, so segments do not roll all at once (not applied).",
+                default="0"),
+    TopicConfig("leader.replication.throttled.replicas", None, _throttled_replicas(
+        "leader.replication.throttled.replicas"), None, "LIST",
+                "Replicas whose leader-side replication is throttled (a single node replicates nothing).",
+                default=""),
+    TopicConfig("follower.replication.throttled.replicas", None, _throttled_replicas(
+        "follower.replication.throttled.replicas"), None, "LIST",
+                "Replicas whose follower-side replication is throttled (a single node replicates nothing).",
+                default=""),
+    TopicConfig("remote.storage.enable", None, _bool, None, "BOOLEAN",
+                "Tiered storage for the topic; refused while the broker has none (kbroker never has).",
+                default="false"),
+    TopicConfig("local.retention.ms", "log.local.retention.ms", _long(-2), None, "LONG",
+                "With tiered storage, how long segments stay on local disk; -2: retention.ms."),
+    TopicConfig("local.retention.bytes", "log.local.retention.bytes", _long(-2), None, "LONG",
+                "With tiered storage, how much of a partition stays on local disk; -2: retention.bytes."),
+    TopicConfig("remote.copy.lag.ms", "log.remote.copy.lag.ms", _long(-1), None, "LONG",
+                "With tiered storage, how long a rolled segment may wait before it is copied."),
+    TopicConfig("remote.copy.lag.bytes", "log.remote.copy.lag.bytes", _long(-1), None, "LONG",
+                "With tiered storage, how many rolled bytes may wait before they are copied."),
+    TopicConfig("remote.log.copy.disable", None, _bool, None, "BOOLEAN",
+                "With tiered storage, stop copying segments to remote storage.", default="false"),
+    TopicConfig("remote.log.delete.on.disable", None, _bool, None, "BOOLEAN",
+                "With tiered storage, delete the remote copy when tiered storage is turned off.", default="false"),
+    TopicConfig("max.decompressed.message.bytes", "max.decompressed.message.bytes", _int(1, 2147483639), None,
+                "INT", "The largest a batch may grow to when decompressed (not checked here)."),
+    TopicConfig("errors.deadletterqueue.group.enable", None, _bool, None, "BOOLEAN",
+                "Whether groups may send records they cannot process to a dead-letter queue (not served here).",
+                default="false"),
 )}
+TIERED_STORAGE_DISABLED = ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                           "with remote log storage.")
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
@@ -163,9 +245,13 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
         if value is None:
             continue
         try:
-            known.parse(value)
+            parsed = known.parse(value)
+        except InvalidListValue as error:
+            raise TopicError(INVALID_CONFIG, f"Invalid value {error.shown} for configuration {name}: {error}") from None
         except ValueError as error:
             raise TopicError(INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {error}") from None
+        if name == "remote.storage.enable" and parsed:
+            raise TopicError(INVALID_CONFIG, TIERED_STORAGE_DISABLED)
     try:  # the log's own limits, so a value accepted here can never fail when the log applies it
         apply_topic_configs(LogConfig(), configs)
     except ValueError as error:

@@ -172,13 +172,20 @@ def _spec_texts() -> dict[str, str]:
         if entry.name.endswith(".json"):
             texts[entry.name[:-5]] = entry.read_text(encoding="utf-8")
     for path in sorted(_OWN_SPECS.glob("*.json")):
-        texts.setdefault(path.stem, path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if path.stem not in texts or _newest_version(text) > _newest_version(texts[path.stem]):
+            texts[path.stem] = text
     return texts
+
+
+def _newest_version(text: str) -> int:
+    return Versions.parse(json.loads(_COMMENT_LINES.sub("", text))["validVersions"]).high
 
 
 @functools.cache
 def all_specs() -> dict[str, MessageSpec]:
-    """Every spec by message name: kafka-python's, then ours for what it lacks."""
+    """Every spec by message name: kafka-python's, and ours for what it lacks or where ours has newer
+    versions (Kafka 4's, which the pinned kafka-python release does not ship)."""
     return {name: parse_spec(text) for name, text in sorted(_spec_texts().items())}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from kbroker.apis.registry import HANDLERS, handles
 from wire import messages
 from wire.errors import ErrorCode
@@ -10,6 +12,11 @@ PRODUCE = 0
 # Kafka 4 still advertises Produce v0-2 (KAFKA-18659): librdkafka refuses to produce when
 # the advertised minimum is above what it wants to see, so we list them and reject them.
 ADVERTISED_MIN = {PRODUCE: 0}
+NAMES_CLIENT = 3      # v3+ names the client software
+NAMES_TARGET = 5      # v5+ may name the cluster and node the client means to reach (KIP-1242)
+UNKNOWN_NODE = -1
+# What Kafka accepts as a client software name or version (ApiVersionsRequest.isValid)
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def supported_versions() -> list:
@@ -26,6 +33,29 @@ def unsupported_version_response():
                                         api_keys=supported_versions())
 
 
+def _is_valid(request, version: int) -> bool:
+    """Kafka's checks: the cluster and node are named together or not at all (v5+), and the
+    client software name and version look like names (v3+)."""
+    if version >= NAMES_TARGET and (request.cluster_id is None) != (request.node_id == UNKNOWN_NODE):
+        return False
+    return version < NAMES_CLIENT or bool(_SOFTWARE.fullmatch(request.client_software_name)
+                                          and _SOFTWARE.fullmatch(request.client_software_version))
+
+
+def _meant_for_another_broker(broker, request, version: int) -> bool:
+    """A v5+ client that names a cluster and node other than this one must bootstrap again."""
+    return version >= NAMES_TARGET and request.cluster_id is not None and (
+        request.cluster_id != broker.cluster_id or request.node_id != broker.node_id)
+
+
 @handles(18)
 async def api_versions(broker, header, request):
+    version = header.request_api_version
+    error = ErrorCode.NONE
+    if not _is_valid(request, version):
+        error = ErrorCode.INVALID_REQUEST
+    elif _meant_for_another_broker(broker, request, version):
+        error = ErrorCode.REBOOTSTRAP_REQUIRED
+    if error != ErrorCode.NONE:  # Kafka lists no APIs with these errors
+        return messages.ApiVersionsResponse(error_code=error, api_keys=[], throttle_time_ms=0)
     return messages.ApiVersionsResponse(error_code=0, api_keys=supported_versions(), throttle_time_ms=0)

@@ -15,13 +15,14 @@ CLIENT_METRICS, GROUP) get INVALID_REQUEST.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, TopicError, topic_name_problem
 from kbroker.config import PROPERTIES, BrokerConfig
+from kbroker.coordinator.hashing import java_string_hash
 from kbroker.dynamic_config import (
     DEFAULT_ENTITY,
     SPECS,
@@ -107,7 +108,7 @@ class Entry:
 # (DynamicBrokerConfig.brokerConfigSynonyms): the finer unit wins.
 _UNIT_SYNONYMS: dict[str, tuple[str, ...]] = {}
 for _group in (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-               ("log.roll.ms", "log.roll.hours")):
+               ("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours")):
     _UNIT_SYNONYMS.update(dict.fromkeys(_group, _group))
 
 
@@ -155,7 +156,48 @@ def topic_default(broker: Broker, defaults: LogConfig, config: TopicConfig) -> s
         if value is None and config.log_field == "flush_interval_ms":
             value = LONG_MAX  # Kafka's "never"
         return as_text(value)
-    return as_text(broker.config.values.get(config.broker_synonym))
+    if config.broker_synonym in broker.config.values:
+        return as_text(broker.config.values[config.broker_synonym])
+    value = current_value(broker.config, config.broker_synonym) if config.broker_synonym else None
+    return config.default if value is None else value
+
+
+def java_hash_map_order(names: Iterable[str]) -> list[str]:
+    """The order a java.util.HashMap filled with `names` iterates them: by bucket (the hash's high half
+    folded into its low, masked by a table just large enough for its 0.75 load factor), ties as inserted."""
+    listed = list(names)
+    capacity = 16
+    while len(listed) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hash(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(listed, key=bucket)
+
+
+# Kafka 4 describes a topic's configs in the iteration order of its LogConfig values (a HashMap filled in
+# the order LogConfig defines them, which TOPIC_CONFIGS keeps where two share a bucket)
+TOPIC_DESCRIBE_ORDER = tuple(java_hash_map_order(TOPIC_CONFIGS))
+
+
+def topic_entries(broker: Broker, overrides: Mapping[str, str | None]) -> list[Entry]:
+    """Every topic config of a topic with `overrides`, its value and where that comes from, in
+    TOPIC_DESCRIBE_ORDER."""
+    defaults = broker.default_log_config()
+    entries = []
+    for config in map(TOPIC_CONFIGS.__getitem__, TOPIC_DESCRIBE_ORDER):
+        synonyms = broker_synonyms(broker.config, config.broker_synonym) if config.broker_synonym else []
+        if config.name in overrides:
+            value = overrides[config.name]
+            synonyms.insert(0, (config.name, value, int(ConfigSource.DYNAMIC_TOPIC_CONFIG)))
+        else:
+            value = topic_default(broker, defaults, config)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(Entry(config.name, value, source, False, ConfigType[config.config_type], synonyms,
+                             config.doc or None))
+    return entries
 
 
 # --- DescribeConfigs ---------------------------------------------------------------------
@@ -168,19 +210,7 @@ def _describe_topic(broker: Broker, name: str) -> list[Entry]:
     topic = broker.topics.get(name)
     if topic is None:
         raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka sends no message
-    defaults = broker.default_log_config()
-    entries = []
-    for config in TOPIC_CONFIGS.values():
-        synonyms = broker_synonyms(broker.config, config.broker_synonym)
-        if config.name in topic.configs:
-            value = topic.configs[config.name]
-            synonyms.insert(0, (config.name, value, int(ConfigSource.DYNAMIC_TOPIC_CONFIG)))
-        else:
-            value = topic_default(broker, defaults, config)
-        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(Entry(config.name, value, source, False, ConfigType[config.config_type], synonyms,
-                             config.doc or None))
-    return entries
+    return topic_entries(broker, topic.configs)
 
 
 def parse_node_id(name: str, what: str = "Broker id") -> int:

@@ -15,6 +15,8 @@ from wire import messages
 from wire.errors import ErrorCode
 
 Response = messages.DescribeProducersResponse
+# Kafka's text for a topic it does not know; a missing partition of a known topic gets none
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 
 
 def _producer(entry: ProducerStateEntry):
@@ -31,8 +33,9 @@ def _producer(entry: ProducerStateEntry):
 def _partition(broker: Broker, topic: str, index: int):
     log = broker.partition_log(topic, index)
     if log is None:
+        message = UNKNOWN_TOPIC_MESSAGE if topic not in broker.topics else None
         return Response.PartitionResponse(partition_index=index, error_code=broker.partition_error(topic, index),
-                                          error_message=None, active_producers=[])
+                                          error_message=message, active_producers=[])
     producers = [_producer(e) for e in log.producer_state.producers.values()]
     return Response.PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
                                       active_producers=producers)

@@ -124,6 +124,8 @@ async def describe_groups(broker: Broker, header, request):
                        protocol_data=protocol, members=members)
         if kip848 and version >= 6:
             entry.error_message = f"Group {group_id} is not a classic group."
+        elif error == ErrorCode.GROUP_ID_NOT_FOUND:
+            entry.error_message = f"Group {group_id} not found."
         if version >= 3 and request.include_authorized_operations and error == ErrorCode.NONE:
             entry.authorized_operations = authorized_operations(ResourceType.GROUP, group_id)
         described.append(entry)

@@ -52,8 +52,8 @@ async def find_coordinator(broker: Broker, header, request):
     ok = error == ErrorCode.NONE
     response = Response(error_code=error, node_id=broker.node_id if ok else -1,
                         host=host if ok else "", port=port if ok else -1)
-    if version >= 1:  # ErrorMessage exists from v1
-        response.error_message = message
+    if version >= 1:  # ErrorMessage exists from v1; Kafka writes the error's name there on success
+        response.error_message = message if message is not None or not ok else ErrorCode.NONE.name
     return response
 
 

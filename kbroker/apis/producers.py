@@ -8,7 +8,8 @@ from wire import messages
 from wire.errors import ErrorCode
 
 
-@handles(22)
+# v6 (KIP-939, two-phase commit) needs the transaction coordinator, and Kafka 4.4 does not serve it either
+@handles(22, versions=(0, 5))
 async def init_producer_id(broker: Broker, header, request):
     R = messages.InitProducerIdResponse
     if request.transactional_id is not None:

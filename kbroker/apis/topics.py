@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+
+from kbroker.apis.configs import topic_entries
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, TopicError, topic_name_problem
 from kbroker.topic_configs import validate_topic_configs
@@ -10,6 +13,10 @@ from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
 
 DEFAULT = -1  # num_partitions / replication_factor of -1: use the broker's default
+REPORTS_CONFIGS = 5  # CreateTopics v5+ answers every config of the new topic
+# Kafka's texts for a topic DeleteTopics cannot find, by name and by id
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
 
 
 def _validate_creation(broker: Broker, topic) -> tuple[int, int, dict[str, str]]:
@@ -36,20 +43,31 @@ def _validate_creation(broker: Broker, topic) -> tuple[int, int, dict[str, str]]
     return partitions, replication, configs
 
 
+def _created_configs(broker: Broker, overrides: dict[str, str]) -> list:
+    """Every config of the new topic, as DescribeConfigs would describe it, by name as Kafka lists them."""
+    Config = messages.CreateTopicsResponse.CreatableTopicConfigs
+    return [Config(name=e.name, value=e.value, read_only=e.read_only, config_source=int(e.source),
+                   is_sensitive=e.sensitive)
+            for e in sorted(topic_entries(broker, overrides), key=lambda entry: entry.name)]
+
+
 @handles(19)
 async def create_topics(broker: Broker, header, request):
     R = messages.CreateTopicsResponse
+    version = header.request_api_version
     results = []
     for topic in request.topics:
         result = R.CreatableTopicResult(name=topic.name, topic_id=ZERO_UUID, error_code=0, error_message=None,
-                                        num_partitions=-1, replication_factor=-1, configs=None)
+                                        num_partitions=-1, replication_factor=-1, configs=[])
         try:
             partitions, replication, configs = _validate_creation(broker, topic)
-            if not request.validate_only:
+            if request.validate_only:
+                result.topic_id = uuid.uuid4()  # Kafka names the topic it would create with a fresh id
+            else:
                 result.topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
             result.num_partitions, result.replication_factor = partitions, replication
-            result.configs = [R.CreatableTopicConfigs(name=k, value=v, read_only=False, config_source=1,
-                                                      is_sensitive=False) for k, v in configs.items()]
+            if version >= REPORTS_CONFIGS:
+                result.configs = _created_configs(broker, configs)
         except TopicError as error:
             result.error_code, result.error_message = error.error_code, str(error)
         results.append(result)
@@ -66,9 +84,10 @@ async def delete_topics(broker: Broker, header, request):
     for name, topic_id in wanted:
         topic = broker.topics.get(name) if name else broker.topics_by_id.get(topic_id)
         if topic is None:
-            error = ErrorCode.UNKNOWN_TOPIC_ID if not name else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error, message = ((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE) if name
+                              else (ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_ID_MESSAGE))
             results.append(R.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error,
-                                                  error_message=None))
+                                                  error_message=message))
             continue
         broker.delete_topic(topic.name)
         results.append(R.DeletableTopicResult(name=topic.name, topic_id=topic.topic_id, error_code=0,
@@ -84,7 +103,7 @@ async def create_partitions(broker: Broker, header, request):
         error, message = ErrorCode.NONE, None
         known = broker.topics.get(topic.name)
         if known is None:
-            error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic.name}' does not exist."
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # Kafka sends no message
         elif topic.count <= known.partitions:
             error = ErrorCode.INVALID_PARTITIONS
             message = (f"Topic currently has {known.partitions} partitions, which is higher than or equal "

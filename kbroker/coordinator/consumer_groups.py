@@ -55,6 +55,9 @@ HEARTBEAT_INTERVAL_MS = 5000    # group.consumer.heartbeat.interval.ms
 SESSION_TIMEOUT_MS = 45000      # group.consumer.session.timeout.ms
 ASSIGNORS = ("uniform", "range")  # group.consumer.assignors (Kafka 4's default)
 CONSUMER_HEARTBEAT_V1 = 1       # from v1 the client chooses its member id (KIP-1082)
+# Kafka 4 starts a new group at group and assignment epoch 1, so its first member's subscription takes
+# it to 2 (Kafka 3.9 started at 0); a member subscribed to nothing leaves it at 1
+NEW_GROUP_EPOCH = 1
 
 TopicPartitions = dict[uuid.UUID, frozenset[int]]
 
@@ -159,8 +162,8 @@ class MemberTimers:
 class ConsumerGroup:
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        self.group_epoch = NEW_GROUP_EPOCH
+        self.assignment_epoch = NEW_GROUP_EPOCH
         self.members: dict[str, ConsumerGroupMember] = {}
         self.timers: dict[str, MemberTimers] = {}
         self.static_members: dict[str, str] = {}               # instance id -> member id
@@ -381,7 +384,7 @@ def group_changes(group_id: str, before: GroupSnapshot | None, group: ConsumerGr
     old_metadata = before.subscription_metadata if before is not None else {}
     if group.subscription_metadata != old_metadata:
         records.append(SubscriptionMetadataRecord(group_id, tuple(group.subscription_metadata.values())))
-    if before is None or group.group_epoch != before.group_epoch:
+    if group.group_epoch != (before.group_epoch if before is not None else NEW_GROUP_EPOCH):
         records.append(GroupEpochRecord(group_id, group.group_epoch))
     for member_id, target in group.target.items():
         old_partitions = old_target.get(member_id)
@@ -390,7 +393,7 @@ def group_changes(group_id: str, before: GroupSnapshot | None, group: ConsumerGr
     for member_id in old_target:
         if member_id not in group.target and member_id in group.members:  # gone members were tombstoned above
             records.append(TargetAssignmentRecord(group_id, member_id, None))
-    if before is None or group.assignment_epoch != before.assignment_epoch:
+    if group.assignment_epoch != (before.assignment_epoch if before is not None else NEW_GROUP_EPOCH):
         records.append(AssignmentEpochRecord(group_id, group.assignment_epoch))
     for member_id, member in group.members.items():
         if _changed(old_members.get(member_id), member, ASSIGNMENT_FIELDS):
@@ -506,7 +509,7 @@ class ConsumerGroupCoordinator:
             yield
         finally:
             group = self.groups.get(group_id)
-            if before is None and group is not None and not group.members and group.group_epoch == 0:
+            if before is None and group is not None and not group.members and group.group_epoch == NEW_GROUP_EPOCH:
                 del self.groups[group_id]
                 group = None
             self._write(group_id, group_changes(group_id, before, group))
@@ -639,9 +642,8 @@ class ConsumerGroupCoordinator:
             member = self._static_member(group, member_id, request, joining)
 
         updated = self._apply_request(member, request)
-        bump = group.group_epoch == 0  # a new group moves off epoch 0 at once
-        bump |= (updated.subscribed_topic_names != member.subscribed_topic_names
-                 or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+        bump = (updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
         if updated.subscribed_topic_regex and updated.subscribed_topic_regex != member.subscribed_topic_regex:
             _check_regex(updated.subscribed_topic_regex)
         metadata = self._subscription_metadata(group, replacing=member, with_member=updated)

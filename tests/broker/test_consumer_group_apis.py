@@ -56,7 +56,7 @@ def test_api_versions_advertises_both_kip848_apis(client):
 def test_join_answers_epoch_interval_and_every_partition_by_topic_id(client, kafka_broker):
     response = _join(client)
     orders = kafka_broker.broker.topics["orders"].topic_id
-    assert (response.error_code, response.member_id, response.member_epoch) == (0, "m1", 1)
+    assert (response.error_code, response.member_id, response.member_epoch) == (0, "m1", 2)  # Kafka 4's epochs
     assert response.heartbeat_interval_ms == 5000
     assert [(t.topic_id, t.partitions) for t in response.assignment.topic_partitions] == [(orders, [0, 1, 2])]
 
@@ -90,10 +90,10 @@ def test_consumer_group_describe_shows_members_and_assignments(client, kafka_bro
     _join(client)
     request = messages.ConsumerGroupDescribeRequest(group_ids=[GROUP, "nobody"], include_authorized_operations=True)
     described, missing = client.call(DESCRIBE, 1, request).groups
-    assert (described.error_code, described.group_state, described.group_epoch) == (0, "Stable", 1)
+    assert (described.error_code, described.group_state, described.group_epoch) == (0, "Stable", 2)
     assert described.assignor_name == "uniform"
     member = described.members[0]
-    assert (member.member_id, member.member_epoch, member.member_type) == ("m1", 1, 1)
+    assert (member.member_id, member.member_epoch, member.member_type) == ("m1", 2, 1)
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("orders", [0, 1, 2])]
     assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
@@ -121,7 +121,7 @@ def test_delete_groups_refuses_a_consumer_group_with_members(client):
     request = messages.DeleteGroupsRequest(groups_names=[GROUP])
     assert client.call(DELETE_GROUPS, 2, request).results[0].error_code == ErrorCode.NON_EMPTY_GROUP
     client.call(HEARTBEAT, 1, HB(group_id=GROUP, member_id="m1", member_epoch=-1))
-    assert joined.member_epoch == 1
+    assert joined.member_epoch == 2
     assert client.call(DELETE_GROUPS, 2, request).results[0].error_code == ErrorCode.NONE
 
 

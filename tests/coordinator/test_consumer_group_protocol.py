@@ -73,15 +73,25 @@ def two_members_settled(cluster: Cluster, coordinator: ConsumerGroupCoordinator)
     join(coordinator, "b")
     revoking = beat(coordinator, "a", first.member_epoch, {orders: {0, 1, 2, 3}})
     settled_a = beat(coordinator, "a", revoking.member_epoch, {orders: partitions(revoking, orders)})
-    settled_b = beat(coordinator, "b", 2, {})
+    settled_b = beat(coordinator, "b", 3, {})
     return settled_a.member_epoch, settled_b.member_epoch
 
 
-def test_first_member_gets_every_partition_at_epoch_one(cluster: Cluster) -> None:
+def test_first_member_gets_every_partition_at_epoch_two(cluster: Cluster) -> None:
+    """Kafka 4 starts a group at epoch 1, and the first member's subscription bumps it to 2."""
     result = join(cluster.coordinator(), "a")
     assert result.error_code == ErrorCode.NONE
-    assert result.member_id == "a" and result.member_epoch == 1
+    assert result.member_id == "a" and result.member_epoch == 2
     assert partitions(result, cluster.topics["orders"].topic_id) == {0, 1, 2, 3}
+
+
+def test_first_member_subscribed_to_nothing_leaves_the_group_at_epoch_one(cluster: Cluster) -> None:
+    """A new group starts at epoch 1 in Kafka 4; only a change of subscription bumps it."""
+    coordinator = cluster.coordinator()
+    result = join(coordinator, "a", topics=())
+    group = coordinator.group(GROUP)
+    assert (result.error_code, result.member_epoch) == (ErrorCode.NONE, 1)
+    assert group.group_epoch == group.assignment_epoch == 1
 
 
 def test_heartbeat_interval_comes_from_the_coordinator(cluster: Cluster) -> None:
@@ -94,7 +104,7 @@ def test_single_member_group_is_stable(cluster: Cluster) -> None:
     join(coordinator, "a")
     group = coordinator.group(GROUP)
     assert group.state == ConsumerGroupState.STABLE
-    assert group.group_epoch == group.assignment_epoch == 1
+    assert group.group_epoch == group.assignment_epoch == 2
 
 
 def test_v1_join_without_a_member_id_is_an_invalid_request(cluster: Cluster) -> None:
@@ -120,7 +130,7 @@ def test_unchanged_heartbeat_carries_no_assignment(cluster: Cluster) -> None:
     coordinator = cluster.coordinator()
     joined = join(coordinator, "a")
     result = beat(coordinator, "a", joined.member_epoch)
-    assert result.error_code == ErrorCode.NONE and result.member_epoch == 1
+    assert result.error_code == ErrorCode.NONE and result.member_epoch == 2
     assert result.assignment is None
 
 
@@ -129,7 +139,7 @@ def test_second_member_bumps_the_group_epoch(cluster: Cluster) -> None:
     join(coordinator, "a")
     join(coordinator, "b")
     group = coordinator.group(GROUP)
-    assert group.group_epoch == group.assignment_epoch == 2
+    assert group.group_epoch == group.assignment_epoch == 3
     assert group.target["a"] == {cluster.topics["orders"].topic_id: frozenset({0, 1})}
     assert group.target["b"] == {cluster.topics["orders"].topic_id: frozenset({2, 3})}
 
@@ -138,7 +148,7 @@ def test_new_member_waits_for_partitions_still_owned_by_another(cluster: Cluster
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     result = join(coordinator, "b")
-    assert result.member_epoch == 2
+    assert result.member_epoch == 3
     assert partitions(result, cluster.topics["orders"].topic_id) == set()
     assert coordinator.group(GROUP).members["b"].state == MemberState.UNRELEASED_PARTITIONS
 
@@ -148,8 +158,8 @@ def test_owner_keeps_its_epoch_until_it_stops_reporting_revoked_partitions(clust
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     join(coordinator, "b")
-    result = beat(coordinator, "a", 1, {orders: {0, 1, 2, 3}})
-    assert result.member_epoch == 1
+    result = beat(coordinator, "a", 2, {orders: {0, 1, 2, 3}})
+    assert result.member_epoch == 2
     assert partitions(result, orders) == {0, 1}  # 2 and 3 are to be revoked
     assert coordinator.group(GROUP).members["a"].state == MemberState.UNREVOKED_PARTITIONS
     assert coordinator.group(GROUP).state == ConsumerGroupState.RECONCILING
@@ -160,12 +170,12 @@ def test_revoked_partitions_are_not_given_away_while_still_reported(cluster: Clu
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     join(coordinator, "b")
-    beat(coordinator, "a", 1, {orders: {0, 1, 2, 3}})
-    still_owning = beat(coordinator, "a", 1, {orders: {0, 1, 2, 3}})
-    waiting = beat(coordinator, "b", 2, {})
-    assert still_owning.member_epoch == 1
+    beat(coordinator, "a", 2, {orders: {0, 1, 2, 3}})
+    still_owning = beat(coordinator, "a", 2, {orders: {0, 1, 2, 3}})
+    waiting = beat(coordinator, "b", 3, {})
+    assert still_owning.member_epoch == 2
     assert waiting.assignment is None or partitions(waiting, orders) == set()
-    assert coordinator.group(GROUP).partition_epoch(orders, 2) == 1
+    assert coordinator.group(GROUP).partition_epoch(orders, 2) == 2
 
 
 def test_partitions_move_once_the_owner_revoked_them(cluster: Cluster) -> None:
@@ -173,11 +183,11 @@ def test_partitions_move_once_the_owner_revoked_them(cluster: Cluster) -> None:
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     join(coordinator, "b")
-    beat(coordinator, "a", 1, {orders: {0, 1, 2, 3}})
-    revoked = beat(coordinator, "a", 1, {orders: {0, 1}})
-    received = beat(coordinator, "b", 2, {})
-    assert revoked.member_epoch == 2
-    assert received.member_epoch == 2 and partitions(received, orders) == {2, 3}
+    beat(coordinator, "a", 2, {orders: {0, 1, 2, 3}})
+    revoked = beat(coordinator, "a", 2, {orders: {0, 1}})
+    received = beat(coordinator, "b", 3, {})
+    assert revoked.member_epoch == 3
+    assert received.member_epoch == 3 and partitions(received, orders) == {2, 3}
     assert coordinator.group(GROUP).state == ConsumerGroupState.STABLE
 
 
@@ -198,23 +208,23 @@ def test_greater_epoch_is_fenced(cluster: Cluster) -> None:
 def test_smaller_epoch_is_fenced(cluster: Cluster) -> None:
     coordinator = cluster.coordinator()
     epoch_a, _ = two_members_settled(cluster, coordinator)
-    assert epoch_a == 2
-    assert join(coordinator, "a").error_code == ErrorCode.FENCED_MEMBER_EPOCH  # epoch 0 < 2
+    assert epoch_a == 3
+    assert join(coordinator, "a").error_code == ErrorCode.FENCED_MEMBER_EPOCH  # epoch 0 < 3
 
 
 def test_previous_epoch_with_a_subset_of_partitions_is_forgiven(cluster: Cluster) -> None:
     orders = cluster.topics["orders"].topic_id
     coordinator = cluster.coordinator()
     two_members_settled(cluster, coordinator)
-    result = beat(coordinator, "a", 1, {orders: {0, 1}})  # the response that moved it to 2 was lost
-    assert result.error_code == ErrorCode.NONE and result.member_epoch == 2
+    result = beat(coordinator, "a", 2, {orders: {0, 1}})  # the response that moved it to 3 was lost
+    assert result.error_code == ErrorCode.NONE and result.member_epoch == 3
 
 
 def test_previous_epoch_owning_more_than_assigned_is_fenced(cluster: Cluster) -> None:
     orders = cluster.topics["orders"].topic_id
     coordinator = cluster.coordinator()
     two_members_settled(cluster, coordinator)
-    assert beat(coordinator, "a", 1, {orders: {0, 1, 2}}).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert beat(coordinator, "a", 2, {orders: {0, 1, 2}}).error_code == ErrorCode.FENCED_MEMBER_EPOCH
 
 
 def test_unknown_member_gets_unknown_member_id(cluster: Cluster) -> None:
@@ -234,7 +244,7 @@ def test_leaving_frees_partitions_and_bumps_the_group_epoch(cluster: Cluster) ->
     left = beat(coordinator, "a", -1)
     group = coordinator.group(GROUP)
     assert left.error_code == ErrorCode.NONE and left.member_epoch == -1
-    assert "a" not in group.members and group.group_epoch == 3
+    assert "a" not in group.members and group.group_epoch == 4
     assert group.partition_epoch(cluster.topics["orders"].topic_id, 0) == -1
 
 
@@ -244,14 +254,14 @@ def test_remaining_member_takes_over_a_leavers_partitions(cluster: Cluster) -> N
     _, epoch_b = two_members_settled(cluster, coordinator)
     beat(coordinator, "a", -1)
     result = beat(coordinator, "b", epoch_b, {orders: {2, 3}})
-    assert result.member_epoch == 3 and partitions(result, orders) == {0, 1, 2, 3}
+    assert result.member_epoch == 4 and partitions(result, orders) == {0, 1, 2, 3}
 
 
 def test_last_member_leaving_empties_the_group(cluster: Cluster) -> None:
     coordinator = cluster.coordinator()
     joined = join(coordinator, "a")
     beat(coordinator, "a", -1)
-    assert joined.member_epoch == 1
+    assert joined.member_epoch == 2
     assert coordinator.group(GROUP).state == ConsumerGroupState.EMPTY
 
 
@@ -279,9 +289,9 @@ def test_member_too_slow_to_revoke_is_fenced_after_its_rebalance_timeout(cluster
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     join(coordinator, "b")
-    beat(coordinator, "a", 1, {orders: {0, 1, 2, 3}})
+    beat(coordinator, "a", 2, {orders: {0, 1, 2, 3}})
     cluster.now += REBALANCE_MS / 2
-    beat(coordinator, "a", 1, {orders: {0, 1, 2, 3}})  # heartbeating, but not revoking
+    beat(coordinator, "a", 2, {orders: {0, 1, 2, 3}})  # heartbeating, but not revoking
     cluster.now += REBALANCE_MS / 2
     assert coordinator.expire_members() == [(GROUP, "a")]
 
@@ -292,7 +302,7 @@ def test_static_member_leaving_for_a_while_keeps_its_place(cluster: Cluster) -> 
     left = beat(coordinator, "a", -2, instance_id="host-1")
     group = coordinator.group(GROUP)
     assert left.member_epoch == -2
-    assert group.members["a"].member_epoch == -2 and group.group_epoch == 1
+    assert group.members["a"].member_epoch == -2 and group.group_epoch == 2
 
 
 def test_static_member_coming_back_gets_its_partitions_without_a_rebalance(cluster: Cluster) -> None:
@@ -301,8 +311,8 @@ def test_static_member_coming_back_gets_its_partitions_without_a_rebalance(clust
     beat(coordinator, "a", -2, instance_id="host-1")
     back = join(coordinator, "a2", instance_id="host-1")
     group = coordinator.group(GROUP)
-    assert back.member_epoch == 1 and partitions(back, cluster.topics["orders"].topic_id) == {0, 1, 2, 3}
-    assert set(group.members) == {"a2"} and group.group_epoch == 1
+    assert back.member_epoch == 2 and partitions(back, cluster.topics["orders"].topic_id) == {0, 1, 2, 3}
+    assert set(group.members) == {"a2"} and group.group_epoch == 2
 
 
 def test_instance_id_held_by_an_active_member_is_unreleased(cluster: Cluster) -> None:
@@ -328,7 +338,7 @@ def test_added_partitions_start_a_new_assignment(cluster: Cluster) -> None:
     joined = join(coordinator, "a")
     cluster.topics["orders"].partitions = 6
     result = beat(coordinator, "a", joined.member_epoch)
-    assert result.member_epoch == 2
+    assert result.member_epoch == 3
     assert partitions(result, cluster.topics["orders"].topic_id) == set(range(6))
 
 
@@ -337,7 +347,7 @@ def test_subscribed_topic_created_later_is_assigned(cluster: Cluster) -> None:
     joined = join(coordinator, "a", topics=("orders", "refunds"))
     refunds = cluster.create("refunds", 2)
     result = beat(coordinator, "a", joined.member_epoch)
-    assert result.member_epoch == 2 and partitions(result, refunds) == {0, 1}
+    assert result.member_epoch == 3 and partitions(result, refunds) == {0, 1}
 
 
 def test_regex_subscription_takes_every_matching_topic(cluster: Cluster) -> None:
@@ -359,7 +369,7 @@ def test_topic_created_later_that_matches_the_regex_is_assigned(cluster: Cluster
     joined = join(coordinator, "a", subscribed_topic_names=None, subscribed_topic_regex="orders.*")
     late = cluster.create("orders-us", 3)
     result = beat(coordinator, "a", joined.member_epoch)
-    assert result.member_epoch == 2 and partitions(result, late) == {0, 1, 2}
+    assert result.member_epoch == 3 and partitions(result, late) == {0, 1, 2}
 
 
 def test_invalid_regex_is_refused(cluster: Cluster) -> None:

@@ -87,12 +87,12 @@ def beat(coordinator: ConsumerGroupCoordinator, member_id: str, epoch: int, owne
 
 
 def settled_pair(coordinator: ConsumerGroupCoordinator, topic_id: uuid.UUID = TOPIC_ID) -> None:
-    """Members "a" and "b" through a full rebalance: "a" owns 0-1, "b" 2-3, both at epoch 2."""
+    """Members "a" and "b" through a full rebalance: "a" owns 0-1, "b" 2-3, both at epoch 3."""
     join(coordinator, "a")
     join(coordinator, "b")
-    assert beat(coordinator, "a", 1, {0, 1, 2, 3}, topic_id).member_epoch == 1  # told to revoke 2-3
-    assert beat(coordinator, "a", 1, {0, 1}, topic_id).member_epoch == 2        # done
-    assert beat(coordinator, "b", 2, set(), topic_id).assignment == {topic_id: frozenset({2, 3})}
+    assert beat(coordinator, "a", 2, {0, 1, 2, 3}, topic_id).member_epoch == 2  # told to revoke 2-3
+    assert beat(coordinator, "a", 2, {0, 1}, topic_id).member_epoch == 3        # done
+    assert beat(coordinator, "b", 3, set(), topic_id).assignment == {topic_id: frozenset({2, 3})}
 
 
 def persisted_state(group: ConsumerGroup) -> tuple:
@@ -214,8 +214,16 @@ def test_a_first_join_writes_kafkas_records_in_kafkas_order() -> None:
         MemberSubscriptionRecord, SubscriptionMetadataRecord, GroupEpochRecord, TargetAssignmentRecord,
         AssignmentEpochRecord, CurrentAssignmentRecord]
     epoch, assignment = cluster.written()[2], cluster.written()[-1]
-    assert epoch.epoch == 1
-    assert assignment.member.member_epoch == 1 and assignment.member.assigned == {TOPIC_ID: frozenset(range(4))}
+    assert epoch.epoch == 2  # a new group is at epoch 1 (Kafka 4), its first member's subscription bumps it
+    assert assignment.member.member_epoch == 2 and assignment.member.assigned == {TOPIC_ID: frozenset(range(4))}
+
+
+def test_a_first_join_subscribed_to_nothing_writes_no_epoch_records() -> None:
+    """The group keeps the epochs a new group has (1), so Kafka 4 writes no epoch or target records."""
+    cluster = Cluster()
+    join(cluster.coordinator(), "a", subscribed_topic_names=[])
+    assert [type(r) for r in cluster.written()] == [MemberSubscriptionRecord, CurrentAssignmentRecord]
+    assert cluster.written()[-1].member.member_epoch == 1
 
 
 def test_a_steady_heartbeat_writes_nothing() -> None:
@@ -223,8 +231,8 @@ def test_a_steady_heartbeat_writes_nothing() -> None:
     coordinator = cluster.coordinator()
     settled_pair(coordinator)
     written = len(cluster.log)
-    assert beat(coordinator, "a", 2, {0, 1}).error_code == ErrorCode.NONE
-    assert beat(coordinator, "b", 2, {2, 3}).error_code == ErrorCode.NONE
+    assert beat(coordinator, "a", 3, {0, 1}).error_code == ErrorCode.NONE
+    assert beat(coordinator, "b", 3, {2, 3}).error_code == ErrorCode.NONE
     assert len(cluster.log) == written
 
 
@@ -247,7 +255,7 @@ def test_a_changed_client_id_writes_only_the_member_subscription() -> None:
     coordinator = cluster.coordinator()
     join(coordinator, "a", client_id="before")
     cluster.log.clear()
-    beat(coordinator, "a", 1, {0, 1, 2, 3}, client_id="after")
+    beat(coordinator, "a", 2, {0, 1, 2, 3}, client_id="after")
     [record] = cluster.written()
     assert isinstance(record, MemberSubscriptionRecord) and record.member.client_id == "after"
 
@@ -259,7 +267,7 @@ def test_a_leaving_member_is_tombstoned_before_the_epoch_bump() -> None:
     cluster.log.clear()
     beat(coordinator, "b", -1)
     assert cluster.written() == [CurrentAssignmentRecord(GROUP, "b", None), TargetAssignmentRecord(GROUP, "b", None),
-                                 MemberSubscriptionRecord(GROUP, "b", None), GroupEpochRecord(GROUP, 3)]
+                                 MemberSubscriptionRecord(GROUP, "b", None), GroupEpochRecord(GROUP, 4)]
 
 
 def test_an_expired_member_is_tombstoned() -> None:
@@ -267,7 +275,7 @@ def test_an_expired_member_is_tombstoned() -> None:
     coordinator = cluster.coordinator()
     settled_pair(coordinator)
     cluster.now += SESSION_MS - 1
-    beat(coordinator, "a", 2, {0, 1})
+    beat(coordinator, "a", 3, {0, 1})
     cluster.log.clear()
     cluster.now += 2
     assert coordinator.expire_members() == [(GROUP, "b")]
@@ -303,7 +311,7 @@ def test_replay_rebuilds_the_group_as_it_was() -> None:
     coordinator = cluster.coordinator()
     settled_pair(coordinator)
     join(coordinator, "c", instance_id="static-c", rack_id="r2", server_assignor="range")
-    beat(coordinator, "a", 2, {0, 1})  # "a" is told to give up a partition: mid-rebalance state
+    beat(coordinator, "a", 3, {0, 1})  # "a" is told to give up a partition: mid-rebalance state
     restored = cluster.restarted().group(GROUP)
     assert persisted_state(restored) == persisted_state(coordinator.group(GROUP))
     assert restored.state == coordinator.group(GROUP).state
@@ -343,9 +351,9 @@ def test_members_continue_with_their_old_id_and_epoch_after_a_restart() -> None:
     cluster = Cluster()
     settled_pair(cluster.coordinator())
     restarted = cluster.restarted()
-    a, b = beat(restarted, "a", 2, {0, 1}), beat(restarted, "b", 2, {2, 3})
-    assert (a.error_code, a.member_epoch, b.error_code, b.member_epoch) == (ErrorCode.NONE, 2, ErrorCode.NONE, 2)
-    assert restarted.group(GROUP).group_epoch == 2  # nothing changed: no rebalance
+    a, b = beat(restarted, "a", 3, {0, 1}), beat(restarted, "b", 3, {2, 3})
+    assert (a.error_code, a.member_epoch, b.error_code, b.member_epoch) == (ErrorCode.NONE, 3, ErrorCode.NONE, 3)
+    assert restarted.group(GROUP).group_epoch == 3  # nothing changed: no rebalance
 
 
 def test_a_member_that_lost_its_last_response_is_forgiven_after_a_restart() -> None:
@@ -353,10 +361,10 @@ def test_a_member_that_lost_its_last_response_is_forgiven_after_a_restart() -> N
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     join(coordinator, "b")
-    beat(coordinator, "a", 1, {0, 1, 2, 3})
-    beat(coordinator, "a", 1, {0, 1})  # the coordinator moved "a" to epoch 2; say the response was lost
-    result = beat(cluster.restarted(), "a", 1, {0, 1})
-    assert result.error_code == ErrorCode.NONE and result.member_epoch == 2
+    beat(coordinator, "a", 2, {0, 1, 2, 3})
+    beat(coordinator, "a", 2, {0, 1})  # the coordinator moved "a" to epoch 3; say the response was lost
+    result = beat(cluster.restarted(), "a", 2, {0, 1})
+    assert result.error_code == ErrorCode.NONE and result.member_epoch == 3
 
 
 def test_a_wrong_epoch_is_still_fenced_after_a_restart() -> None:
@@ -384,7 +392,7 @@ def test_session_timers_restart_at_load() -> None:
     restarted = cluster.restarted()
     assert restarted.expire_members() == []
     cluster.now += 1000
-    beat(restarted, "a", 2, {0, 1})  # "a" heartbeats after the restart, "b" never does
+    beat(restarted, "a", 3, {0, 1})  # "a" heartbeats after the restart, "b" never does
     cluster.now += SESSION_MS - 1000
     assert restarted.expire_members() == [(GROUP, "b")]
 
@@ -394,7 +402,7 @@ def test_a_member_still_revoking_gets_its_rebalance_timeout_again_at_load() -> N
     coordinator = cluster.coordinator()
     join(coordinator, "a")
     join(coordinator, "b")
-    beat(coordinator, "a", 1, {0, 1, 2, 3})  # "a" must revoke 2-3
+    beat(coordinator, "a", 2, {0, 1, 2, 3})  # "a" must revoke 2-3
     restarted = cluster.restarted()
     assert restarted.group(GROUP).members["a"].state == MemberState.UNREVOKED_PARTITIONS
     cluster.now += REBALANCE_MS
