@@ -68,7 +68,11 @@ def _one_of(*choices: str) -> Callable[[object], bool]:
 
 # Every property kbroker reads, with Kafka's default. Times are in the unit Kafka names them.
 PROPERTIES: dict[str, Property] = {p.name: p for p in (
-    Property("broker.id", _parse_int, 0, _at_least(-1), ">= -1"),
+    # -1: a single node is broker 0; in cluster mode the id comes from ZooKeeper (broker.id.generation.enable)
+    Property("broker.id", _parse_int, -1, _at_least(-1), ">= -1"),
+    Property("broker.id.generation.enable", _parse_bool, True),
+    Property("reserved.broker.max.id", _parse_int, 1000, _at_least(0), ">= 0"),
+    Property("broker.rack", _parse_str, None),
     Property("node.id", _parse_int, None, _at_least(0), ">= 0"),
     Property("cluster.id", _parse_str, None),
     Property("listeners", _parse_list, ["PLAINTEXT://127.0.0.1:9092"]),
@@ -148,6 +152,27 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("log.segment.delete.delay.ms", _parse_int, 60_000, _at_least(0), ">= 0"),
     Property("producer.id.expiration.ms", _parse_int, 86_400_000, _at_least(1), ">= 1"),
     Property("unclean.leader.election.enable", _parse_bool, False),
+    Property("transaction.state.log.replication.factor", _parse_int, 3, _at_least(1), ">= 1"),
+    # cluster mode (ZooKeeper, as Kafka 3.9): without zookeeper.connect the broker is a single node
+    Property("zookeeper.connect", _parse_str, None),
+    Property("zookeeper.session.timeout.ms", _parse_int, 18_000),
+    Property("zookeeper.connection.timeout.ms", _parse_int, None),  # None: zookeeper.session.timeout.ms
+    Property("inter.broker.listener.name", _parse_str, None),
+    Property("controller.socket.timeout.ms", _parse_int, 30_000),
+    Property("replica.lag.time.max.ms", _parse_int, 30_000),
+    Property("replica.socket.timeout.ms", _parse_int, 30_000),
+    Property("replica.fetch.min.bytes", _parse_int, 1),
+    Property("replica.fetch.max.bytes", _parse_int, 1_048_576, _at_least(0), ">= 0"),
+    Property("replica.fetch.wait.max.ms", _parse_int, 500),
+    Property("replica.fetch.backoff.ms", _parse_int, 1000, _at_least(0), ">= 0"),
+    Property("replica.fetch.response.max.bytes", _parse_int, 10_485_760, _at_least(0), ">= 0"),
+    Property("num.replica.fetchers", _parse_int, 1, _at_least(1), ">= 1"),
+    Property("controlled.shutdown.enable", _parse_bool, True),
+    Property("controlled.shutdown.max.retries", _parse_int, 3),
+    Property("controlled.shutdown.retry.backoff.ms", _parse_int, 5000),
+    Property("auto.leader.rebalance.enable", _parse_bool, True),
+    Property("leader.imbalance.per.broker.percentage", _parse_int, 10),
+    Property("leader.imbalance.check.interval.seconds", _parse_int, 300, _at_least(1), ">= 1"),
     # connection limits (kbroker.net.quotas), dynamic as in Kafka
     Property("max.connections", _parse_int, 2_147_483_647, _at_least(0), ">= 0"),
     Property("max.connections.per.ip", _parse_int, 2_147_483_647, _at_least(0), ">= 0"),
@@ -161,8 +186,10 @@ LONG_PROPERTIES = frozenset({
     "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "producer.id.expiration.ms",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.difference.max.ms",
+    "log.message.timestamp.difference.max.ms", "replica.lag.time.max.ms", "controlled.shutdown.retry.backoff.ms",
+    "leader.imbalance.check.interval.seconds",
 })
+SHORT_PROPERTIES = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
 
 
 def property_type(name: str) -> str:
@@ -171,7 +198,7 @@ def property_type(name: str) -> str:
     if parse is _parse_bool:
         return "BOOLEAN"
     if parse is _parse_int:
-        return "LONG" if name in LONG_PROPERTIES else "INT"
+        return "LONG" if name in LONG_PROPERTIES else "SHORT" if name in SHORT_PROPERTIES else "INT"
     if parse is _parse_float:
         return "DOUBLE"
     return "LIST" if parse is _parse_list else "STRING"
@@ -216,9 +243,25 @@ class BrokerConfig:
         return self.values[name]
 
     @property
+    def cluster_mode(self) -> bool:
+        """True with zookeeper.connect: a broker of a ZooKeeper-mode cluster; else the single node."""
+        return bool(self.values["zookeeper.connect"])
+
+    @property
     def broker_id(self) -> int:
+        """node.id, else broker.id. Left at -1, a single node is broker 0, and a cluster broker gets -1: its
+        id is still to be generated from ZooKeeper (reserved.broker.max.id + /brokers/seqid), as Kafka does."""
         node_id = self.values["node.id"]
-        return int(node_id if node_id is not None else self.values["broker.id"])  # type: ignore[arg-type]
+        if node_id is not None:
+            return int(node_id)  # type: ignore[call-overload]
+        broker_id = int(self.values["broker.id"])  # type: ignore[call-overload]
+        return broker_id if broker_id >= 0 or self.cluster_mode else 0
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers talk to each other on: inter.broker.listener.name, else PLAINTEXT (Kafka's
+        security.inter.broker.protocol default)."""
+        return str(self.values["inter.broker.listener.name"] or "PLAINTEXT").upper()
 
     @property
     def listeners(self) -> list[Listener]:
@@ -305,6 +348,26 @@ def _check_bounds(values: Mapping[str, object]) -> None:
         words, holds = _RELATIONS[relation]
         if not holds(values[name], values[other]):
             raise ConfigError(f"{name} must be {words} {other}")
+    _check_replication(values)
+
+
+def _check_replication(values: Mapping[str, object]) -> None:
+    """What Kafka's KafkaConfig requires of the replica fetcher and, in ZooKeeper mode, of broker.id."""
+    wait = int(values["replica.fetch.wait.max.ms"])  # type: ignore[call-overload]
+    if wait > int(values["replica.socket.timeout.ms"]):  # type: ignore[call-overload]
+        raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to "
+                          "prevent unnecessary socket timeouts")
+    if wait > int(values["replica.lag.time.max.ms"]):  # type: ignore[call-overload]
+        raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to replica.lag.time.max.ms"
+                          " to prevent frequent changes in ISR")
+    if not values["zookeeper.connect"]:
+        return
+    broker_id = int(values["broker.id"])  # type: ignore[call-overload]
+    if not values["broker.id.generation.enable"]:
+        if broker_id < 0:
+            raise ConfigError("broker.id must be greater than or equal to 0")
+    elif broker_id > int(values["reserved.broker.max.id"]):  # type: ignore[call-overload]
+        raise ConfigError("broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id")
 
 
 def build(raw: Mapping[str, str], warn_unknown: bool = True) -> BrokerConfig:
@@ -325,5 +388,8 @@ def build(raw: Mapping[str, str], warn_unknown: bool = True) -> BrokerConfig:
     _check_bounds(values)
     config = BrokerConfig(values, frozenset(key for key in raw if key in PROPERTIES), dict(raw))
     config.listeners  # noqa: B018 - validate listener syntax now rather than at bind time
-    config.advertised_listeners  # noqa: B018
+    advertised = dict.fromkeys(listener.name for listener in config.advertised_listeners)  # Kafka's order
+    if config.cluster_mode and config.inter_broker_listener not in advertised:
+        raise ConfigError(f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The "
+                          f"valid options based on currently configured listeners are {','.join(advertised)}")
     return config

@@ -1,0 +1,54 @@
+"""A real ZooKeeper for the cluster tests: one server per xdist worker (a JVM is costly), and a fresh chroot
+per test so tests never see each other's znodes."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat-tests"))
+
+import kafka_process
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_process.ZooKeeperProcess]:
+    """The ZooKeeper server from the jars Kafka 3.9 depends on, on a free loopback port."""
+    server = kafka_process.ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        server.start()
+    except kafka_process.KafkaUnavailable as error:
+        pytest.fail(f"cannot start ZooKeeper: {error}", pytrace=False)
+    _wait_until_serving(server.connect)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _wait_until_serving(connect: str, timeout: float = 90) -> None:
+    """The port opens before ZooKeeper serves sessions; on a loaded machine the gap is seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = KazooClient(hosts=connect, timeout=10)
+        try:
+            client.start(timeout=10)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            client.stop()
+            client.close()
+
+
+@pytest.fixture
+def zookeeper(zookeeper_server: kafka_process.ZooKeeperProcess) -> str:
+    """A `zookeeper.connect` string with a chroot of its own (not created yet: ZkClient creates it)."""
+    return f"{zookeeper_server.connect}/test-{uuid.uuid4().hex[:12]}"
