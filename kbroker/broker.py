@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbroker.cluster.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS
+from kbroker.cluster.replica_manager import SINGLE_NODE_LEADER_EPOCH, ReplicaManager
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.dynamic_config import DEFAULT_ENTITY, DynamicConfigStore, reconfigured, usable
 from kbroker.log.checkpoints import (
@@ -67,23 +69,13 @@ class Topic:
         return self.name.startswith("__")
 
 
-# A single node leads every partition from its creation, so every leader epoch is Kafka's first, 0.
-# Produce stamps it into each stored batch; Metadata and ListOffsets report it; Fetch and
-# ListOffsets check the client's idea of it.
-LEADER_EPOCH = 0
+# A single node leads every partition from its creation, so every leader epoch is Kafka's first, 0
+# (the replica manager hosts each partition at it). Metadata and DescribeTopicPartitions report it.
+LEADER_EPOCH = SINGLE_NODE_LEADER_EPOCH
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def leader_epoch_error(current_leader_epoch: int) -> ErrorCode:
-    """Kafka's check of a request's current_leader_epoch against the partition's (-1: no check)."""
-    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
-        return ErrorCode.NONE
-    if current_leader_epoch > LEADER_EPOCH:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH  # the client knows a newer leader than this broker
-    return ErrorCode.FENCED_LEADER_EPOCH
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -156,12 +148,18 @@ class Broker:
         # (failed log dir, whether the broker must stop); set by the runner, called from any thread
         self.on_log_dir_failure: Callable[[Path, bool], object] | None = None
         self.logs.on_dir_failure = self._log_dir_failed
+        self.fetch_waiters = FetchWaiters()  # long-polling fetches, woken by appends to their partitions
+        # this broker's view of its partitions (leadership, ISR, HW): a cluster of one, every partition led here
+        self.replicas = ReplicaManager(self.node_id, min_insync_replicas=self._min_insync_replicas,
+                                       replica_lag_time_max_ms=int(self.config.values.get(  # type: ignore[arg-type]
+                                           "replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS)),
+                                       unhosted_error=self.partition_error)
+        self.replicas.on_high_watermark = self.fetch_waiters.wake
         try:
             self._adopt_logs(saved)
         except BaseException:
             self.logs.close()  # nothing was served: the dirs stay clean, so the next start skips recovery
             raise
-        self.fetch_waiters = FetchWaiters()  # long-polling fetches, woken by appends to their partitions
         # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
         self.next_producer_id = now_ms() << 8
         self.closing = False
@@ -173,10 +171,7 @@ class Broker:
         given_cluster_id = self.config["cluster.id"] or self._saved_cluster_id
         self.cluster_id = self.logs.ensure_meta_properties(self.node_id, given_cluster_id)
         for topic in saved:
-            self._register(topic)
-        for _, plog in self.logs.items():
-            # one replica: everything in the log was acknowledged, so the HW is the log end
-            plog.update_high_watermark(plog.log_end_offset)
+            self._register(topic)  # each partition hosted as its sole replica: the HW moves to the log end
         self._save_topics()
 
     # --- configuration -------------------------------------------------------------------
@@ -312,7 +307,7 @@ class Broker:
                 if not self._is_log_of(plog, topic):
                     continue  # its dir failed writing partition.metadata: offline
             # this node becomes the leader: as Kafka's makeLeader, its epoch starts at the log end
-            plog.maybe_assign_epoch_start_offset(LEADER_EPOCH, plog.log_end_offset)
+            self.replicas.host_sole_replica(topic.name, partition, plog)
 
     def _is_log_of(self, plog: PartitionLog, topic: Topic) -> bool:
         """Kafka's partition.metadata check: the topic id recorded in the partition's directory
@@ -358,6 +353,7 @@ class Broker:
         topic = self.topics.pop(name)
         self.topics_by_id.pop(topic.topic_id, None)
         for partition in range(topic.partitions):
+            self.replicas.remove(topic.name, partition)
             self.logs.delete(topic.name, partition)
             self.fetch_waiters.wake(topic.name, partition)  # their fetches answer UNKNOWN_TOPIC_OR_PARTITION now
         self._save_topics()
@@ -379,6 +375,12 @@ class Broker:
         topic.configs = dict(configs)
         self.logs.update_topic_config(name, self.log_config_for(topic))
         self._save_topics()
+
+    def _min_insync_replicas(self, topic_name: str) -> int:
+        """The topic's min.insync.replicas, else the broker's (both may change while running)."""
+        topic = self.topics.get(topic_name)
+        configured = topic.configs.get("min.insync.replicas") if topic is not None else None
+        return int(configured if configured is not None else self.config["min.insync.replicas"])
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         known = self.topics.get(topic)

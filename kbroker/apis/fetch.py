@@ -4,6 +4,13 @@ fetch sessions (KIP-227).
 Records are handed to the encoder as file slices, so the network layer can `sendfile` them
 straight from the page cache.
 
+Who may read what is the partition's to say (kbroker.cluster.partition): a consumer reads up to
+the high watermark, a follower (replica_id >= 0) up to the log end, and its fetch offset is its
+log end offset, which may move the high watermark. Only the leader serves followers and
+consumers older than v11; v11+ consumers may read from a follower (KIP-392). A request's
+current_leader_epoch is checked first (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and a
+last_fetched_epoch (v12+) that the log does not share answers a diverging epoch instead of records.
+
 Sessions: a request with epoch 0 opens a session holding its partitions and fetch
 positions; later requests (epoch 1, 2, ...) send only the partitions whose position changed
 plus the ones to forget, and the response carries only partitions with something new:
@@ -21,7 +28,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from kbroker.apis.registry import handles
-from kbroker.broker import Broker, leader_epoch_error, now_ms
+from kbroker.broker import Broker, now_ms
+from kbroker.cluster.partition import FetchedData, Partition, ReplicationError
 from kbroker.log.errors import OffsetOutOfRangeError
 from wire import messages
 from wire.errors import ErrorCode
@@ -31,6 +39,8 @@ Response = messages.FetchResponse
 NO_SESSION, FINAL_EPOCH, INITIAL_EPOCH = 0, -1, 0
 SESSION_CACHE_SLOTS = 1000
 TOPIC_IDS_FROM = 13  # Fetch v13 names topics by id
+REPLICA_STATE_FROM = 15  # Fetch v15 moves replica_id into replica_state (KIP-903)
+FOLLOWER_READS_FROM = 11  # consumers may fetch from a follower from v11 (KIP-392)
 
 
 @dataclass
@@ -43,6 +53,8 @@ class SessionPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's, v5+
     sent_high_watermark: int = -2
     sent_log_start: int = -2
 
@@ -102,38 +114,50 @@ def _wanted(broker: Broker, request, version: int) -> list[SessionPartition]:
             name = known.name if known else None
         for p in topic.partitions:
             epoch = p.current_leader_epoch if version >= 9 else -1
-            wanted.append(SessionPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, epoch))
+            wanted.append(SessionPartition(name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, epoch,
+                                           p.last_fetched_epoch if version >= 12 else -1,
+                                           p.log_start_offset if version >= 5 else -1))
     return wanted
 
 
-def _partition_data(index: int, error: int, log=None, records=b""):
+def _replica_id(request, version: int) -> int:
+    return request.replica_state.replica_id if version >= REPLICA_STATE_FROM else request.replica_id
+
+
+def _partition_data(index: int, error: int, fetched: FetchedData | None = None, records=b""):
     """As Kafka answers: a partition that failed reports no offsets (-1), and one of a topic the broker does
     not know (refused before any read) an empty, not null, list of aborted transactions."""
-    read = log is not None and error == ErrorCode.NONE
-    high_watermark = log.high_watermark if read else -1
+    read = fetched is not None and error == ErrorCode.NONE
+    high_watermark = fetched.high_watermark if read else -1
     unknown = error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
-    return Response.PartitionData(
+    data = Response.PartitionData(
         partition_index=index, error_code=error, high_watermark=high_watermark,
-        last_stable_offset=high_watermark, log_start_offset=log.log_start_offset if read else -1,
+        last_stable_offset=high_watermark, log_start_offset=fetched.log_start_offset if read else -1,
         aborted_transactions=[] if unknown else None, preferred_read_replica=-1, records=records)
+    if read and fetched.diverging_epoch is not None:
+        data.diverging_epoch = Response.EpochEndOffset(epoch=fetched.diverging_epoch[0],
+                                                       end_offset=fetched.diverging_epoch[1])
+    return data
 
 
-def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool):
+def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool, replica_id: int):
     """(partition data, bytes found) for one partition. Only the `first` partition to return data may
     exceed the request's budget with one whole batch (KIP-74, as Kafka's minOneMessage); later
     ones stop at what is left of it."""
     if wanted.name is None:
         return _partition_data(wanted.partition, ErrorCode.UNKNOWN_TOPIC_ID), 0
-    log = broker.partition_log(wanted.name, wanted.partition)
-    if log is None:
-        return _partition_data(wanted.partition, broker.partition_error(wanted.name, wanted.partition)), 0
-    epoch_error = leader_epoch_error(wanted.current_leader_epoch)
-    if epoch_error:
-        return _partition_data(wanted.partition, epoch_error), 0
-    limit = min(wanted.max_bytes, budget)
+    partition = broker.replicas.lookup(wanted.name, wanted.partition)
+    if not isinstance(partition, Partition):
+        return _partition_data(wanted.partition, partition), 0
+    log = partition.log
+    require_leader = replica_id >= 0 or version < FOLLOWER_READS_FROM
     try:
-        chunk = (log.read(wanted.fetch_offset, limit, log.high_watermark, min_one_batch=first)
-                 if limit > 0 or first else None)
+        fetched = partition.read(wanted.fetch_offset, min(wanted.max_bytes, budget),
+                                 current_leader_epoch=wanted.current_leader_epoch,
+                                 last_fetched_epoch=wanted.last_fetched_epoch, require_leader=require_leader,
+                                 replica_id=replica_id, min_one_batch=first)
+    except ReplicationError as error:
+        return _partition_data(wanted.partition, error.error_code), 0
     except OffsetOutOfRangeError:
         return _partition_data(wanted.partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
     except OSError as error:
@@ -143,19 +167,23 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
         if not log.closed:
             raise
         return _partition_data(wanted.partition, broker.partition_error(wanted.name, wanted.partition)), 0
+    if replica_id >= 0 and fetched.diverging_epoch is None:  # the follower's log ends at its fetch offset
+        broker.replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset, wanted.log_start_offset,
+                                              fetched.log_end_offset)
+    chunk = fetched.records
     size = len(chunk) if chunk is not None else 0
-    return _partition_data(wanted.partition, ErrorCode.NONE, log, chunk if size else b""), size
+    return _partition_data(wanted.partition, ErrorCode.NONE, fetched, chunk if size else b""), size
 
 
 def _read_all(broker: Broker, partitions: list[SessionPartition], version: int, max_bytes: int,
-              incremental: bool) -> tuple[list, int, bool]:
+              incremental: bool, replica_id: int = -1) -> tuple[list, int, bool]:
     """One pass: (partitions to report with their data, bytes found, whether any partition
     failed). An incremental response reports only partitions with records, an error, or
     moved offsets."""
     budget, found, failed = max_bytes, 0, False
     report = []
     for wanted in partitions:
-        data, size = _read_one(broker, wanted, version, budget, found == 0)
+        data, size = _read_one(broker, wanted, version, budget, found == 0, replica_id)
         found += size
         failed = failed or data.error_code != ErrorCode.NONE
         budget = max(0, budget - size)
@@ -205,6 +233,7 @@ def _open_session(broker: Broker, request, version: int) -> tuple[FetchSession |
         else:
             known.fetch_offset, known.max_bytes = p.fetch_offset, p.max_bytes
             known.current_leader_epoch = p.current_leader_epoch
+            known.last_fetched_epoch, known.log_start_offset = p.last_fetched_epoch, p.log_start_offset
     for forgotten in request.forgotten_topics_data or ():
         for partition in forgotten.partitions:
             session.partitions.pop(_key(version, forgotten.topic, forgotten.topic_id, partition), None)
@@ -220,8 +249,9 @@ async def fetch(broker: Broker, header, request):
     session_id = session.session_id if session is not None else NO_SESSION
     incremental = request.session_epoch > INITIAL_EPOCH
     deadline = now_ms() + max(0, request.max_wait_ms)
+    replica_id = _replica_id(request, version)
     while True:
-        report, found, failed = _read_all(broker, partitions, version, request.max_bytes, incremental)
+        report, found, failed = _read_all(broker, partitions, version, request.max_bytes, incremental, replica_id)
         remaining = deadline - now_ms()
         # as Kafka's ReplicaManager: an error in any partition is answered at once, not after max_wait_ms
         if found >= request.min_bytes or failed or remaining <= 0 or broker.closing:

@@ -1,11 +1,19 @@
-"""Produce (0): validate batches, append them to partition logs, answer per partition."""
+"""Produce (0): validate batches, append them as the partitions' leader, answer per partition.
+
+The replica manager decides whether this broker may append (NOT_LEADER_OR_FOLLOWER), whether the ISR
+is large enough for acks=all (NOT_ENOUGH_REPLICAS, before anything is written), and when an
+acks=all append is acknowledged: once every partition's high watermark reaches the end of what it
+appended, or the request's timeout_ms passes (REQUEST_TIMED_OUT). A single node's ISR is itself,
+so its acks=all answers at once.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from kbroker.apis.registry import handles
-from kbroker.broker import LEADER_EPOCH, Broker, now_ms
+from kbroker.broker import Broker, now_ms
+from kbroker.cluster.partition import Partition, ReplicationError
 from kbroker.log.errors import LogError, RecordError, RecordValidationError
 from wire import messages
 from wire.errors import ErrorCode
@@ -17,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 _LEADER_UNCHANGED = Response.LeaderIdAndEpoch()  # (-1, -1): read only by the encoder, so one will do
+VALID_ACKS = (-1, 0, 1)
 
 
 def _partition_response(index: int, error: int, base_offset: int = -1, append_time: int = -1,
@@ -35,57 +44,75 @@ def _record_error(error: RecordError):
 
 def _topic_refusal(broker: Broker, topic_name: str | None, acks: int) -> ErrorCode | None:
     """The error every partition of a topic gets before any append, if there is one."""
-    topic = broker.topics.get(topic_name) if topic_name is not None else None
-    if topic is None:
+    if topic_name is None or topic_name not in broker.topics:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if acks == -1 and int(topic.configs.get("min.insync.replicas", broker.config["min.insync.replicas"])) > 1:
-        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if acks not in VALID_ACKS:
+        return ErrorCode.INVALID_REQUIRED_ACKS
     return None
 
 
-def _append(broker: Broker, topic_name: str, partition, now: int):
-    log = broker.partition_log(topic_name, partition.index)
-    if log is None:
-        return _partition_response(partition.index, broker.partition_error(topic_name, partition.index))
+def _append(broker: Broker, topic_name: str, partition, now: int, acks: int):
+    """(the partition's answer, the offset its HW must reach for acks=all, or None if nothing was appended)."""
+    found = broker.replicas.lookup(topic_name, partition.index)
+    if not isinstance(found, Partition):
+        return _partition_response(partition.index, found), None
     records = partition.records
     if records is None or len(records) == 0:
-        return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message="no records")
+        return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message="no records"), None
+    log = found.log
     try:
-        info = log.append(records, now, leader_epoch=LEADER_EPOCH)
+        info = found.append_as_leader(records, now, acks)
+    except ReplicationError as error:  # Kafka sends no message with these
+        return _partition_response(partition.index, error.error_code), None
     except (CorruptRecordError, DecodeError) as error:
-        return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error))
+        return _partition_response(partition.index, ErrorCode.CORRUPT_MESSAGE, message=str(error)), None
     except RecordValidationError as error:  # the records at fault, each named, and Kafka's summary
         return _partition_response(partition.index, error.error_code, message=str(error),
-                                   record_errors=error.record_errors)
+                                   record_errors=error.record_errors), None
     except LogError as error:
-        return _partition_response(partition.index, error.error_code, message=str(error))
+        return _partition_response(partition.index, error.error_code, message=str(error)), None
     except OSError as error:  # the disk refused the write (full, failing): its log dir goes offline, as in Kafka
         offline = broker.logs.io_error(log, error, f"appending records to {topic_name}-{partition.index}")
-        return _partition_response(partition.index, offline.error_code, message=str(offline))
+        return _partition_response(partition.index, offline.error_code, message=str(offline)), None
     except ValueError:
         if not log.closed:
             raise
         # its dir failed on another thread (the flusher) since the log was looked up
-        return _partition_response(partition.index, broker.partition_error(topic_name, partition.index))
-    log.update_high_watermark(log.log_end_offset)  # one replica: the ISR is this broker alone
-    broker.notify_appended(topic_name, partition.index)
-    return _partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,
-                               info.log_start_offset)
+        return _partition_response(partition.index, broker.partition_error(topic_name, partition.index)), None
+    broker.notify_appended(topic_name, partition.index)  # followers and long-polling fetches
+    return (_partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,
+                                info.log_start_offset), info.last_offset + 1)
+
+
+async def _await_acks(broker: Broker, waiting: dict[tuple[str, int], tuple[object, int]], timeout_ms: int) -> None:
+    """acks=all: hold the answer until the ISR has every partition's records; each partition then gets
+    the purgatory's verdict (its base offset stays, as Kafka's answer keeps it)."""
+    errors = await broker.replicas.wait_for_acks({key: offset for key, (_, offset) in waiting.items()}, timeout_ms)
+    for key, error in errors.items():
+        if error:
+            waiting[key][0].error_code = error
 
 
 @handles(0)
 async def produce(broker: Broker, header, request):
     version = header.request_api_version
     now = now_ms()  # one append time for the whole request
+    acks = request.acks
     topics = []
+    waiting: dict[tuple[str, int], tuple[object, int]] = {}  # acks=all: partition -> (its answer, offset to reach)
     for topic_data in request.topic_data:
         name = topic_data.name
         if version >= 13:
             known = broker.topics_by_id.get(topic_data.topic_id)
             name = known.name if known else None
-        refusal = _topic_refusal(broker, name, request.acks)
+        refusal = _topic_refusal(broker, name, acks)
         if refusal is None:
-            partitions = [_append(broker, name, p, now) for p in topic_data.partition_data]
+            partitions = []
+            for p in topic_data.partition_data:
+                answer, required_offset = _append(broker, name, p, now, acks)
+                partitions.append(answer)
+                if required_offset is not None and acks == -1:
+                    waiting[(name, p.index)] = (answer, required_offset)
         else:
             partitions = [_partition_response(p.index, refusal) for p in topic_data.partition_data]
         if name is None and version >= 13:
@@ -93,6 +120,8 @@ async def produce(broker: Broker, header, request):
                 p.error_code = ErrorCode.UNKNOWN_TOPIC_ID
         topics.append(Response.TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id or ZERO_UUID,
                                                     partition_responses=partitions))
-    if request.acks == 0:
+    if acks == 0:
         return None  # acks=0: the client expects no response at all
+    if waiting:
+        await _await_acks(broker, waiting, request.timeout_ms)
     return Response(responses=topics, throttle_time_ms=0)

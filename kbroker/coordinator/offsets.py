@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 import crc32c
 
-from kbroker.broker import LEADER_EPOCH
 from kbroker.coordinator.hashing import partition_for
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
@@ -37,6 +36,7 @@ from wire.records import iter_records, read_batch_header
 from wire.varint import encode_varint
 
 log = logging.getLogger(__name__)
+ACKS_LEADER = 1  # the ISR is not waited for (see _append_to)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 KEY_VERSION = 1          # offset-commit keys are versions 0 and 1; 2 is group metadata
@@ -264,15 +264,19 @@ class OffsetStore:
         self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms)
 
     def _append_to(self, partition: int, batch: bytes, now_ms: int) -> None:
-        """Acknowledged (high watermark) at once: this single replica is the whole ISR."""
+        """Appended as the partition's leader (its leader epoch stamped in), which moves the high
+        watermark: at once on a single node, whose ISR is itself. Kafka's coordinator answers a commit
+        only once the ISR has it (acks=all); waiting for followers is not done here yet."""
         self._ensure_topic()
         plog = self.writable_log(partition)
+        leader = self.broker.replicas.get(OFFSETS_TOPIC, partition)
+        if leader is None:
+            raise LogDirOfflineError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         try:
-            plog.append(batch, now_ms, leader_epoch=LEADER_EPOCH, coordinator=True)
+            leader.append_as_leader(batch, now_ms, ACKS_LEADER, coordinator=True)
         except OSError as error:
             raise self.broker.logs.io_error(plog, error, f"appending records to {OFFSETS_TOPIC}-{partition}") \
                 from error
-        plog.update_high_watermark(plog.log_end_offset)
         self.broker.notify_appended(OFFSETS_TOPIC, partition)
 
     def writable_log(self, partition: int):
