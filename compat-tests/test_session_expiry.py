@@ -47,11 +47,13 @@ def connection(bootstrap_servers: str):
     conn.close()
 
 
-def _until_coordinator_ready(call: Callable[[], object]):
-    """`call()` again while the coordinator is still loading (Kafka's first group creates __consumer_offsets)."""
+def _until_coordinator_ready(call: Callable[[], object], keep_alive: Callable[[], None]):
+    """`call()` again while the coordinator is still loading (Kafka's first group creates __consumer_offsets),
+    keeping the members already joined alive while it waits."""
     deadline = time.monotonic() + 30
     while (answer := call()).error_code in wd.COORDINATOR_NOT_READY:
         assert time.monotonic() < deadline, answer
+        keep_alive()
         time.sleep(0.1)
     return answer
 
@@ -62,12 +64,23 @@ def _timed(call: Callable[[], object]) -> tuple[object, float]:
     return answer, time.monotonic() * 1000
 
 
-def _members(add_member: Callable[[str], Callable[[], float]], groups: list[str]) -> list[Callable[[], float]]:
-    """One member per group, the earlier ones kept alive by a heartbeat after each new one joins, so a slow
-    setup (a loaded machine) cannot let a member's session lapse before the measurement starts."""
-    heartbeats: list[Callable[[], float]] = []
+AddMember = Callable[[str, Callable[[], None]], Callable[[], float]]
+
+
+def _members(connection, add_member: AddMember, groups: list[str]) -> list[Callable[[], float]]:
+    """One member per group. Every group's coordinator is found before the first member joins, and the earlier
+    members are kept alive while a new one waits for its coordinator and after it joins, so a slow setup (a
+    loaded machine) cannot let a member's session lapse before the measurement starts."""
     for group in groups:
-        heartbeats.append(add_member(group))
+        wd.wait_for_coordinator(wd.Ctx(connection, 0, group), group)
+    heartbeats: list[Callable[[], float]] = []
+
+    def keep_alive() -> None:
+        for heartbeat in heartbeats:
+            heartbeat()
+
+    for group in groups:
+        heartbeats.append(add_member(group, keep_alive))
         for heartbeat in heartbeats[:-1]:
             heartbeat()
     return heartbeats
@@ -92,14 +105,14 @@ def _expiry_lateness(heartbeats: list[Callable[[], float]], members_of: Callable
     return lingering
 
 
-def _classic_member(connection, group: str) -> Callable[[], float]:
+def _classic_member(connection, group: str, keep_alive: Callable[[], None]) -> Callable[[], float]:
     """A classic group's only member, joined and synced; returns its heartbeat (when its answer arrived)."""
     data = {"group_id": group, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": 10_000, "member_id": "",
             "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": wd.CONSUMER_METADATA}]}
     wd.wait_for_coordinator(wd.Ctx(connection, 0, group), group)
     def join(member_id: str):
         return connection.call(JOIN_GROUP, 5, wd.build("JoinGroupRequest", 5, {**data, "member_id": member_id}))
-    joined = join(_until_coordinator_ready(lambda: join("")).member_id)
+    joined = join(_until_coordinator_ready(lambda: join(""), keep_alive).member_id)
     assert joined.error_code == 0, joined
     sync = {"group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id,
             "assignments": [{"member_id": joined.member_id, "assignment": wd.RANGE_ASSIGNMENT}]}
@@ -116,7 +129,8 @@ def _classic_member(connection, group: str) -> Callable[[], float]:
 
 def test_silent_classic_member_is_gone_just_after_its_session_deadline(connection) -> None:
     groups = [f"expiry-{uuid.uuid4().hex[:10]}" for _ in range(MEMBERS)]
-    heartbeats = _members(lambda group: _classic_member(connection, group), groups)
+    heartbeats = _members(connection, lambda group, keep_alive: _classic_member(connection, group, keep_alive),
+                          groups)
 
     def describe(group: str):
         request = wd.build("DescribeGroupsRequest", 5, {"groups": [group], "include_authorized_operations": False})
@@ -127,14 +141,15 @@ def test_silent_classic_member_is_gone_just_after_its_session_deadline(connectio
     assert {describe(group).group_state for group in groups} == {"Empty"}
 
 
-def _consumer_protocol_member(connection, group: str, topic: str) -> Callable[[], float]:
+def _consumer_protocol_member(connection, group: str, topic: str,
+                              keep_alive: Callable[[], None]) -> Callable[[], float]:
     """A KIP-848 group's only member (ConsumerGroupHeartbeat v0); returns its heartbeat (when its answer arrived)."""
     wd.wait_for_coordinator(wd.Ctx(connection, 0, group), group)
     join = wd.build("ConsumerGroupHeartbeatRequest", 0, {
         "group_id": group, "member_id": "", "member_epoch": 0, "instance_id": None, "rack_id": None,
         "rebalance_timeout_ms": 10_000, "subscribed_topic_names": [topic], "server_assignor": None,
         "topic_partitions": []})
-    joined = _until_coordinator_ready(lambda: connection.call(CONSUMER_GROUP_HEARTBEAT, 0, join))
+    joined = _until_coordinator_ready(lambda: connection.call(CONSUMER_GROUP_HEARTBEAT, 0, join), keep_alive)
     assert joined.error_code == 0, joined
     epoch = joined.member_epoch
 
@@ -155,7 +170,8 @@ def test_silent_consumer_protocol_member_is_gone_just_after_its_session_deadline
     skip_without_consumer_protocol(bootstrap_servers)
     topic = create_topic(bootstrap_servers, f"expiry-{uuid.uuid4().hex[:10]}", 1)
     groups = [f"expiry-{uuid.uuid4().hex[:10]}" for _ in range(MEMBERS)]
-    heartbeats = _members(lambda group: _consumer_protocol_member(connection, group, topic), groups)
+    heartbeats = _members(connection, lambda group, keep_alive: _consumer_protocol_member(
+        connection, group, topic, keep_alive), groups)
 
     def members_of(index: int) -> list:
         # one group per request: Kafka 3.9 answers a request for groups of several coordinator shards with
