@@ -5,7 +5,8 @@ dead-letter queue switch.
 kbroker takes, checks and reports them as Kafka 4.4 does (a single node without tiered storage uses none
 of them), so CreateTopics v5+ and DescribeConfigs list the same configs as Kafka 4.4. Kafka 3.9 lacks four
 of them and answers INVALID_CONFIG "Unknown topic config name" for those; on a 3.9 target these tests expect
-that answer (docs/compatibility.md, "Differences from Kafka").
+that answer (docs/compatibility.md, "Differences from Kafka"). Kafka 3.9 in ZooKeeper mode also refuses to turn
+on the two remote-log switches, which need KRaft there.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ REFUSED = [  # (config, value, Kafka's reason after "Invalid value <value> for c
     ("remote.copy.lag.ms", "-2", "Value must be at least -1"),
     ("segment.jitter.ms", "-1", "Value must be at least 0"),
 ]
+ZOOKEEPER_REFUSED = {"remote.log.copy.disable", "remote.log.delete.on.disable"}  # set to true
+ZOOKEEPER_MESSAGE = ("It is invalid to set `remote.log.delete.on.disable` or `remote.log.copy.disable` under "
+                     "Zookeeper's mode.")
 THROTTLE_FORMAT = ("must be the literal '*' or a list of replicas in the following format: "
                    "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
@@ -73,6 +77,12 @@ def kafka_3_9(request: pytest.FixtureRequest) -> bool:
     config = request.config
     return config.getoption("--target") == "kafka-zk" or (
         config.getoption("--target") == "kafka" and config.getoption("--kafka-version") == "3.9")
+
+
+@pytest.fixture
+def zookeeper_mode(request: pytest.FixtureRequest) -> bool:
+    """Whether the broker under test is Apache Kafka 3.9 in ZooKeeper mode."""
+    return request.config.getoption("--target") == "kafka-zk"
 
 
 def _unknown(name: str) -> tuple[int, str]:
@@ -116,10 +126,14 @@ def test_an_untouched_topic_describes_the_config_with_kafkas_default(conn, kafka
 
 
 @pytest.mark.parametrize(("name", "default", "kind", "value"), [pytest.param(*c, id=c[0]) for c in CONFIGS])
-def test_create_topics_takes_the_config_and_reports_it_as_set(conn, kafka_3_9, name, default, kind, value):
+def test_create_topics_takes_the_config_and_reports_it_as_set(conn, kafka_3_9, zookeeper_mode, name, default, kind,
+                                                              value):
     result = _create(conn, {name: value})
     if kafka_3_9 and name in NOT_IN_3_9:
         assert _outcome(result) == _unknown(name)
+        return
+    if zookeeper_mode and name in ZOOKEEPER_REFUSED:
+        assert _outcome(result) == (ErrorCode.INVALID_CONFIG, ZOOKEEPER_MESSAGE)
         return
     assert _outcome(result) == (ErrorCode.NONE, None)
     [entry] = [c for c in result.configs if c.name == name]
