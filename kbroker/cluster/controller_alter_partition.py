@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from kbroker.cluster.controller_context import TopicPartition
 from kbroker.cluster.controller_core import ControllerCore, event
 from kbroker.cluster.controller_reassignment import maybe_complete_reassignment
-from kbroker.cluster.controller_requests import ZERO_UUID
 from kbroker.cluster.controller_store import is_version_conflict
 from kbroker.cluster.model import RECOVERED, RECOVERING, LeaderAndIsr, PartitionState
 from wire.errors import ErrorCode
+from wire.schema import ZERO_UUID
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 from kbroker.cluster.controller_context import ControllerContext, TopicPartition, during_delete
 from kbroker.cluster.model import PartitionState, ReplicaAssignment
+from wire.schema import ZERO_UUID
 
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8
 STOP_REPLICA_VERSION = 4
-ZERO_UUID = uuid.UUID(int=0)
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 

@@ -55,7 +55,7 @@ _AWAIT_METADATA = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNK
                              ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED})
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -142,7 +142,7 @@ class Partition:
                  min_insync_replicas: Callable[[], int] = lambda: 1,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
                  propose_isr: Callable[[Partition, LeaderAndIsr], object] | None = None,
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 clock: Callable[[], int] = now_ms) -> None:
         self.topic = topic
         self.index = index
         self.log = log

@@ -14,23 +14,18 @@ partition; a cluster member says NOT_LEADER_OR_FOLLOWER for one its metadata kno
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kbroker.cluster.model import LeaderAndIsr, PartitionState
-from kbroker.cluster.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
+from kbroker.cluster.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition, now_ms
 from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.partition_log import PartitionLog
 from wire.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 SINGLE_NODE_LEADER_EPOCH = 0  # Kafka's first leader epoch: what a single node leads every partition at
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _unknown(topic: str, partition: int) -> ErrorCode:
@@ -122,7 +117,7 @@ class ReplicaManager:
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
                  min_insync_replicas: Callable[[str], int] = lambda topic: 1,
                  unhosted_error: Callable[[str, int], ErrorCode] = _unknown,
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 clock: Callable[[], int] = now_ms) -> None:
         self.local_broker_id = local_broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas  # topic -> its min.insync.replicas, read at each use
