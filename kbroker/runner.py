@@ -48,6 +48,7 @@ class RunningBroker:
         self._stopping = False
         self.halted = False  # set when the log dirs' failure stopped the broker (see halt)
         self._halt_done = asyncio.Event()
+        self.member = None  # kbroker.cluster.member.ClusterMember with zookeeper.connect, else None
 
     @property
     def port(self) -> int:
@@ -76,7 +77,14 @@ class RunningBroker:
 
     async def _open_and_listen(self, before_listening: Callable[[], object] | None) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.config.cluster_mode:  # a ZooKeeper-mode cluster: its cluster id and broker id first
+            from kbroker.cluster.member import ClusterMember
+
+            self.member = ClusterMember(self.config)
+            self.config = await self.member.connect()
         self.broker = Broker(self.config)
+        if self.member is not None:
+            self.member.attach(self.broker)
         self.broker.on_log_dir_failure = self._on_log_dir_failure
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
         # group commit: the connections flush staged offset commits before they send any answer
@@ -93,11 +101,21 @@ class RunningBroker:
         if advertised.port == 0:
             advertised = dataclasses.replace(advertised, port=self.servers[0].port)
         self.broker.advertised_listener = advertised
+        if self.member is not None:
+            await self._join_cluster()
         self._retention = asyncio.create_task(self._housekeeping())
         if self.config["log.cleaner.enable"]:
             self.broker.logs.start_cleaner(CleanerConfig.from_properties(self.broker.config))
             self.broker.config_observers.append(self._reconfigure_cleaner)
         log.info("kbroker %d listening on %s", self.broker.node_id, self.bootstrap_servers)
+
+    async def _join_cluster(self) -> None:
+        """Register in ZooKeeper once listening, then start the controller (Kafka's KafkaServer order)."""
+        from kbroker.cluster.member import endpoints_of
+
+        await self.member.register(endpoints_of(self.config, {s.listener: s.port for s in self.servers}),
+                                   renew_on_new_session=False)  # the controller renews it
+        await self.member.start_controller()
 
     def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """Kafka's LogCleaner reconfiguration: a changed log.cleaner.* restarts the cleaner with it."""
@@ -161,6 +179,9 @@ class RunningBroker:
             await asyncio.sleep(0)  # each aborted connection leaves its server
             for server in self.servers:
                 await server.stop()
+            if self.member is not None:  # no controlled shutdown: the session ends, the registration goes
+                member, self.member = self.member, None
+                await member.stop()
             broker.halt()
         finally:
             self._halt_done.set()
@@ -174,7 +195,12 @@ class RunningBroker:
             await self._halt_done.wait()
             return
         if self.broker is None:
+            if self.member is not None:  # the start failed after joining ZooKeeper
+                member, self.member = self.member, None
+                await member.stop()
             return
+        if self.member is not None:  # leadership moves away while this broker still serves as before
+            await self.member.controlled_shutdown()
         self._stopping = True
         self.broker.closing = True
         self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now
@@ -185,9 +211,14 @@ class RunningBroker:
         self.broker.logs.stop_cleaner()
         for server in self.servers:
             await server.stop()
+        if self.member is not None:
+            await self.member.stop()
+            self.member = None
+            log.info("left the cluster")
         self.broker.flush_deferred_appends()  # nothing should be left: every connection flushed its own
         self.broker.close()
         self.broker = None
+        log.info("shut down completed")  # Kafka's words
 
 
 async def serve_forever(config: BrokerConfig) -> None:

@@ -4,6 +4,7 @@ from kbroker.apis import (  # noqa: F401 - imported for their @handles registrat
     api_versions,
     configs,
     consumer_groups,
+    controller,
     delete_records,
     describe_producers,
     fetch,

@@ -19,11 +19,17 @@ UNKNOWN_NODE = -1
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def supported_versions() -> list:
+# The inter-broker APIs of ZooKeeper mode (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
+# AlterPartition, AllocateProducerIds): a Kafka 3.9 ZooKeeper broker lists them, a single node does not
+CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 56, 67})
+
+
+def supported_versions(cluster_mode: bool = False) -> list:
     ApiVersion = messages.ApiVersionsResponse.ApiVersion
     return [ApiVersion(api_key=h.api_key, min_version=ADVERTISED_MIN.get(h.api_key, h.min_version),
                        max_version=h.max_version)
-            for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)]
+            for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
+            if cluster_mode or h.api_key not in CLUSTER_ONLY_APIS]
 
 
 def unsupported_version_response():
@@ -58,4 +64,5 @@ async def api_versions(broker, header, request):
         error = ErrorCode.REBOOTSTRAP_REQUIRED
     if error != ErrorCode.NONE:  # Kafka lists no APIs with these errors
         return messages.ApiVersionsResponse(error_code=error, api_keys=[], throttle_time_ms=0)
-    return messages.ApiVersionsResponse(error_code=0, api_keys=supported_versions(), throttle_time_ms=0)
+    return messages.ApiVersionsResponse(error_code=0, api_keys=supported_versions(broker.config.cluster_mode),
+                                        throttle_time_ms=0)

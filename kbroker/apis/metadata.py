@@ -1,5 +1,10 @@
 """Metadata (3) and DescribeCluster (60): brokers, topics, partition leaders, and on request the
-operations the caller may perform on them (kbroker.authorization)."""
+operations the caller may perform on them (kbroker.authorization).
+
+A single node describes itself. A cluster member (`broker.cluster` set) answers from its metadata cache, as
+the controller last described the cluster (kbroker.cluster.metadata_cache): the live brokers on the listener
+this broker advertises, the controller, and each partition's leader, epoch, replicas, ISR and offline replicas.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,69 @@ from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
 
 Response = messages.MetadataResponse
+
+
+def _cluster(broker: Broker):
+    """The cluster member's metadata cache, or None for a single node."""
+    member = getattr(broker, "cluster", None)
+    return None if member is None else member.metadata
+
+
+def _cluster_brokers(broker: Broker, cache) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of each live broker that serves the listener this broker advertises."""
+    listener = broker.advertised_listener.name
+    found = []
+    for registration in cache.alive_brokers():
+        endpoint = registration.endpoint(listener)
+        if endpoint is not None:
+            found.append((registration.broker_id, endpoint.host, endpoint.port, registration.rack))
+    return found
+
+
+def _cluster_partitions(cache, name: str) -> list:
+    alive = {b.broker_id for b in cache.alive_brokers()}
+    partitions = []
+    for p in cache.partitions(name):
+        has_leader = p.leader in alive
+        partitions.append(Response.MetadataResponsePartition(
+            error_code=0 if has_leader else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=p.partition,
+            leader_id=p.leader if has_leader else -1, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr), offline_replicas=list(p.offline_replicas)))
+    return partitions
+
+
+def _cluster_topic(cache, name: str) -> object:
+    return Response.MetadataResponseTopic(error_code=0, name=name, topic_id=cache.topic_id(name),
+                                          is_internal=name.startswith("__"),
+                                          partitions=_cluster_partitions(cache, name),
+                                          topic_authorized_operations=OPERATIONS_NOT_REQUESTED)
+
+
+def _cluster_requested(cache, requested) -> object:
+    name = requested.name
+    if name is None:
+        name = cache.topic_name(requested.topic_id)
+        if name is None:
+            return _missing(None, requested.topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+    if cache.contains(name):
+        return _cluster_topic(cache, name)
+    if topic_name_problem(name):
+        return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _cluster_metadata(broker: Broker, cache, request, version: int, all_topics: bool):
+    if all_topics:
+        topics = [_cluster_topic(cache, name) for name in cache.topics()]
+    else:
+        topics = [_cluster_requested(cache, r) for r in request.topics]
+    if version >= 8 and request.include_topic_authorized_operations:
+        _add_topic_operations(topics)
+    brokers = [Response.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r)
+               for i, h, p, r in _cluster_brokers(broker, cache)]
+    return Response(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+                    controller_id=-1 if cache.controller_id is None else cache.controller_id, topics=topics,
+                    cluster_authorized_operations=_cluster_operations(version, request))
 
 
 def _brokers(broker: Broker) -> list:
@@ -78,6 +146,9 @@ async def metadata(broker: Broker, header, request):
     version = header.request_api_version
     # v0 with an empty list, and v1+ with a null list, mean "all topics"
     all_topics = request.topics is None or (version == 0 and not request.topics)
+    cache = _cluster(broker)
+    if cache is not None:
+        return _cluster_metadata(broker, cache, request, version, all_topics)
     # as Kafka, one topic id in the request makes it a request by id, whatever the names say (the Java
     # consumer asks for the topics of a broker-resolved regex by id, with empty names)
     topic_ids = [] if all_topics or version < 12 else \
@@ -115,6 +186,15 @@ def _cluster_operations(version: int, request) -> int:
 async def describe_cluster(broker: Broker, header, request):
     R = messages.DescribeClusterResponse
     listener = broker.advertised_listener
+    cache = _cluster(broker)
+    if cache is not None:
+        return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=request.endpoint_type,
+                 cluster_id=broker.cluster_id,
+                 controller_id=-1 if cache.controller_id is None else cache.controller_id,
+                 brokers=[R.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r, is_fenced=False)
+                          for i, h, p, r in _cluster_brokers(broker, cache)],
+                 cluster_authorized_operations=authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                 if request.include_cluster_authorized_operations else OPERATIONS_NOT_REQUESTED)
     return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=request.endpoint_type,
              cluster_id=broker.cluster_id, controller_id=broker.node_id,
              brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=listener.host,

@@ -34,24 +34,52 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
     return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
 
 
+def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+    """A cluster member's answer, from its metadata cache: the leader of the key's __consumer_offsets partition
+    (Kafka's Utils.abs(groupId.hashCode) % partitions), on the listener this broker advertises."""
+    from kbroker.cluster.fetcher import java_abs, java_string_hash
+
+    nowhere = (-1, "", -1)
+    if key_type == KEY_TYPE_TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet", nowhere
+    if key_type != KEY_TYPE_GROUP:
+        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}", nowhere
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "Group id must not be empty", nowhere
+    cache = broker.cluster.metadata
+    partitions = cache.partitions(OFFSETS_TOPIC)
+    if partitions:  # Kafka creates the topic here when it is missing; kbroker does not yet (left to the controller)
+        state = partitions[java_abs(java_string_hash(key)) % len(partitions)]
+        endpoint = cache.endpoint(state.leader, broker.advertised_listener.name)
+        if endpoint is not None:
+            return ErrorCode.NONE, None, (state.leader, endpoint.host, endpoint.port)
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", nowhere
+
+
+def _locate(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+    """(error, message, (node id, host, port)) for one key: this node, or what the cluster's metadata says."""
+    if getattr(broker, "cluster", None) is not None:
+        return _cluster_coordinator(broker, key, key_type)
+    error, message = _coordinator_for(broker, key, key_type)
+    listener = broker.advertised_listener
+    node = (broker.node_id, listener.host, listener.port) if error == ErrorCode.NONE else (-1, "", -1)
+    return error, message, node
+
+
 @handles(10)
 async def find_coordinator(broker: Broker, header, request):
     Response = messages.FindCoordinatorResponse
     version = header.request_api_version
-    host, port = broker.advertised_listener.host, broker.advertised_listener.port
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message = _coordinator_for(broker, key, request.key_type)
-            ok = error == ErrorCode.NONE
-            coordinators.append(Response.Coordinator(
-                key=key, node_id=broker.node_id if ok else -1, host=host if ok else "",
-                port=port if ok else -1, error_code=error, error_message=message))
+            error, message, (node_id, host, port) = _locate(broker, key, request.key_type)
+            coordinators.append(Response.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error,
+                                                     error_message=message))
         return Response(throttle_time_ms=0, coordinators=coordinators)
-    error, message = _coordinator_for(broker, request.key, request.key_type if version >= 1 else 0)
+    error, message, (node_id, host, port) = _locate(broker, request.key, request.key_type if version >= 1 else 0)
     ok = error == ErrorCode.NONE
-    response = Response(error_code=error, node_id=broker.node_id if ok else -1,
-                        host=host if ok else "", port=port if ok else -1)
+    response = Response(error_code=error, node_id=node_id, host=host, port=port)
     if version >= 1:  # ErrorMessage exists from v1; Kafka writes the error's name there on success
         response.error_message = message if message is not None or not ok else ErrorCode.NONE.name
     return response

@@ -44,6 +44,9 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
+# ControllerMovedError (a controller write fenced because /controller_epoch moved on) is the store interface's
+# own class, so the state machines and the controller catch exactly what this module raises
+from kbroker.cluster.controller_store import ControllerMovedError
 from kbroker.cluster.model import (
     RECOVERED,
     BrokerRegistration,
@@ -93,10 +96,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MATCH_ANY_VERSION = -1
 _LONG_MAX = 2**63 - 1
 T = TypeVar("T")
-
-
-class ControllerMovedError(RuntimeError):
-    """A controller write was fenced: /controller_epoch moved on, so another broker is controller now."""
 
 
 class TopicExistsError(RuntimeError):
@@ -299,6 +298,7 @@ class ZkClient:
         self._command_retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0, ignore_expire=False)
         self._session_lost = False
         self._on_new_session: list[Callable[[], None]] = []
+        self._on_session_lost: list[Callable[[], None]] = []
 
     def _new_kazoo(self, hosts: str) -> KazooClient:
         # reconnect for ever, at least once a second: kazoo's default backoff grows to an hour, and a broker
@@ -358,9 +358,16 @@ class ZkClient:
         (the broker registration, /controller) died with the old session and must be written again."""
         self._on_new_session.append(callback)
 
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when ZooKeeper expires the session (kazoo's LOST state): ephemeral znodes are gone and
+        watches must be set again. It runs on kazoo's event thread, so it must only hand the news on."""
+        self._on_session_lost.append(callback)
+
     def _state_changed(self, state: str) -> None:
         if state == KazooState.LOST:
             self._session_lost = True
+            for callback in self._on_session_lost:
+                callback()
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             for callback in self._on_new_session:
@@ -556,9 +563,20 @@ class ZkClient:
         found = (self.broker(broker_id) for broker_id in self.broker_ids())
         return [broker for broker in found if broker is not None]
 
-    def watch_brokers(self, callback: Callable[[list[int]], None]) -> None:
-        """Call `callback` with the sorted live broker ids now and on every change of /brokers/ids."""
+    def watch_brokers(self, callback: Callable[[list[int]], object]) -> None:
+        """Call `callback` with the sorted live broker ids now and on every change of /brokers/ids (until it
+        returns False)."""
         ChildrenWatch(self._kazoo, BROKER_IDS, lambda children: callback(sorted(int(c) for c in children)))
+
+    def watch_broker(self, broker_id: int, callback: Callable[[bool], object]) -> None:
+        """Call `callback` with whether /brokers/ids/<id> exists, now and whenever it is created, rewritten or
+        deleted, until it returns False (the controller's BrokerModificationsHandler)."""
+        self._watch_znode(broker_path(broker_id), callback)
+
+    def _watch_znode(self, path: str, callback: Callable[[bool], object]) -> None:
+        def changed(data: bytes | None, stat: ZnodeStat | None) -> object:
+            return callback(stat is not None)
+        DataWatch(self._kazoo, path, changed)
 
     # ---- controller
 
@@ -614,8 +632,28 @@ class ZkClient:
     def topics(self) -> list[str]:
         return self.children(TOPICS)
 
-    def watch_topics(self, callback: Callable[[list[str]], None]) -> None:
+    def watch_topics(self, callback: Callable[[list[str]], object]) -> None:
+        """Call `callback` with the sorted topics now and on every change of /brokers/topics (until it returns
+        False)."""
         ChildrenWatch(self._kazoo, TOPICS, lambda children: callback(sorted(children)))
+
+    def watch_topic(self, topic: str, callback: Callable[[bool], object]) -> None:
+        """Call `callback` with whether /brokers/topics/<t> exists, now and on every write of its assignment, until
+        it returns False (the controller's PartitionModificationsHandler)."""
+        self._watch_znode(topic_path(topic), callback)
+
+    def topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Many topics' assignments at once (pipelined reads); topics without a znode are left out."""
+        pending = {topic: self._kazoo.get_async(topic_path(topic)) for topic in topics}
+        found = {}
+        for topic, result in pending.items():
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue
+            if data:
+                found[topic] = decode_topic(topic, data)
+        return found
 
     def topic_assignment(self, topic: str) -> TopicAssignment | None:
         found = self.get(topic_path(topic))
@@ -782,8 +820,23 @@ class ZkClient:
     def topics_marked_for_deletion(self) -> list[str]:
         return self.children(DELETE_TOPICS)
 
-    def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> None:
+    def watch_topic_deletions(self, callback: Callable[[list[str]], object]) -> None:
         ChildrenWatch(self._kazoo, DELETE_TOPICS, lambda children: callback(sorted(children)))
+
+    def delete_topic_deletions(self, topics: Sequence[str], controller_zk_version: int) -> None:
+        """Drop /admin/delete_topics marks the controller will not act on (unknown topics, or deletion disabled),
+        each delete fenced on the controller epoch (Kafka's deleteTopicDeletions)."""
+        for topic in topics:
+            self._delete(f"{DELETE_TOPICS}/{topic}", controller_zk_version)
+
+    def watch_partition_reassignment(self, callback: Callable[[bool], object]) -> None:
+        """Whether /admin/reassign_partitions exists, now and on every change, until `callback` returns False."""
+        self._watch_znode(REASSIGN_PARTITIONS, callback)
+
+    def watch_preferred_replica_election(self, callback: Callable[[bool], object]) -> None:
+        """Whether /admin/preferred_replica_election exists, now and on every change, until `callback` returns
+        False."""
+        self._watch_znode(PREFERRED_REPLICA_ELECTION, callback)
 
     def partition_reassignment(self) -> dict[tuple[str, int], tuple[int, ...]]:
         """The legacy /admin/reassign_partitions (version 1): target replicas per partition."""

@@ -306,6 +306,43 @@ class PartitionLog:
         self._maybe_flush(now)
         return info
 
+    @_locked
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, now_ms: int | None = None
+    ) -> AppendInfo | None:
+        """Replication: write batches exactly as another log holds them (offsets, leader epochs and
+        timestamps kept), as Kafka's appendAsFollower. A trailing partial batch (a fetch cut at its byte
+        limit) is left for the next fetch; None when no whole batch came. Raises CorruptRecordError for a
+        damaged batch and ValueError for one starting below the log end (nothing is written then)."""
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        view = memoryview(records)
+        headers: list[BatchHeader] = []
+        position = 0
+        while len(view) - position >= HEADER_SIZE:
+            length = int.from_bytes(view[position + 8:position + LOG_OVERHEAD], "big", signed=True)
+            if len(view) - position < length + LOG_OVERHEAD:
+                break  # the partial batch at the end of a size-capped fetch
+            headers.append(validate_batch(view, position))
+            position += headers[-1].size
+        if not headers:
+            return None
+        whole = view[:position]
+        first, last = headers[0].base_offset, headers[-1].base_offset + headers[-1].last_offset_delta
+        if first < self._leo:
+            raise ValueError(f"follower append at offset {first} is below the log end offset {self._leo}")
+        newest = max(headers, key=lambda h: h.max_timestamp)
+        info = AppendInfo(first, last, NO_TIMESTAMP, newest.max_timestamp, sum(h.record_count for h in headers),
+                          newest.base_offset + newest.last_offset_delta, self._log_start_offset, position)
+        producers = self._producers.prepare(headers, first, None, client=False)
+        self._epochs.assign_appended(None, headers, first)
+        segment = self._maybe_roll(position, info, now)
+        segment.append(whole, last, info.max_timestamp, info.offset_of_max_timestamp)
+        self._leo = last + 1
+        self._producers.commit(producers, self._leo)
+        self._maybe_flush(now)
+        return info
+
     def _duplicate_info(self, original: BatchMetadata) -> AppendInfo:
         """Kafka's answer to a retried batch: its original offsets, and its timestamp as the
         log append time (UnifiedLog sets logAppendTime = the cached batch's timestamp)."""

@@ -1,0 +1,266 @@
+"""A broker's membership of a ZooKeeper-mode cluster (zookeeper.connect set), as Kafka 3.9's KafkaServer.
+
+Start-up, in Kafka's order:
+1. `connect`: the ZooKeeper session (the chroot created when missing), the top-level znodes, the cluster id
+   (/cluster/id, written when this is the cluster's first broker), and the broker id: broker.id, else the one in
+   meta.properties, else reserved.broker.max.id + a new /brokers/seqid version. Returns the config with both set,
+   so the log dirs' meta.properties is checked against (or written with) the cluster's values.
+2. `attach(broker)`: the broker's partitions stop being led as a single node's: they wait for the controller's
+   LeaderAndIsr; the controller-to-broker APIs are served; fetchers, the AlterPartition channel and the ISR
+   shrink check start.
+3. `register(endpoints)`, once listening: the ephemeral /brokers/ids/<id> (its czxid is the broker epoch), written
+   again under a new session after ZooKeeper expired the old one.
+4. `start_controller`: as in Kafka, every broker runs a controller (kbroker/cluster/controller.py) that races
+   for /controller and stands by while another broker holds it; it renews the registration after a session
+   expiry itself, before racing again.
+
+A graceful stop asks the controller for a controlled shutdown first, then stops fetching and closes the session
+(which removes the registration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterable
+
+from kbroker.cluster.alter_partition import AlterPartitionManager, ControllerChannel, controlled_shutdown
+from kbroker.cluster.fetcher import FetcherSettings, ReplicaFetcherManager
+from kbroker.cluster.metadata_cache import MetadataCache, MetadataUpdate
+from kbroker.cluster.model import BrokerRegistration, EndPoint
+from kbroker.cluster.partition import Partition, Role
+from kbroker.cluster.zk import ZkClient
+from kbroker.config import BrokerConfig, build
+from kbroker.log.checkpoints import read_meta_properties
+from kbroker.log.errors import LogDirOfflineError
+from wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def new_cluster_id() -> str:
+    """A cluster id as Kafka makes one: a random UUID in url-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def endpoints_of(config: BrokerConfig, bound_ports: dict[str, int]) -> tuple[EndPoint, ...]:
+    """The advertised listeners as registration endpoints; port 0 becomes the port the listener got."""
+    found = []
+    for listener in config.advertised_listeners:
+        port = listener.port or bound_ports.get(listener.name, 0)
+        protocol = listener.name if listener.name in SECURITY_PROTOCOLS else "PLAINTEXT"
+        found.append(EndPoint(listener.name, listener.host or "127.0.0.1", port, protocol))
+    return tuple(found)
+
+
+class ClusterMember:
+    """This broker in its cluster; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.zk = ZkClient.from_config(config)
+        self.cluster_id: str | None = None
+        self.broker_id = config.broker_id
+        self.broker_epoch = -1
+        self.inter_broker_listener = config.inter_broker_listener
+        self.metadata = MetadataCache()
+        self.broker = None  # kbroker.broker.Broker, once attached
+        self.registration: BrokerRegistration | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.alter_partitions: AlterPartitionManager | None = None
+        self.channel: ControllerChannel | None = None
+        self.controller = None  # kbroker.cluster.controller's, when it exists
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # --- 1. ZooKeeper, cluster id, broker id -------------------------------------------
+
+    async def connect(self) -> BrokerConfig:
+        await asyncio.to_thread(self.zk.start)
+        await asyncio.to_thread(self.zk.create_top_level_paths)
+        self.cluster_id = await asyncio.to_thread(self.zk.create_or_get_cluster_id,
+                                                  str(self.config["cluster.id"] or new_cluster_id()))
+        if self.broker_id < 0:
+            self.broker_id = self._stored_broker_id()
+        if self.broker_id < 0:
+            sequence = await asyncio.to_thread(self.zk.generate_broker_sequence_id)
+            self.broker_id = int(self.config["reserved.broker.max.id"]) + sequence  # type: ignore[call-overload]
+        settled = {"cluster.id": self.cluster_id}
+        if self.broker_id != self.config.broker_id:
+            # a generated id lies above reserved.broker.max.id, where broker.id may not be set: as node.id it
+            # holds through the rebuilds dynamic configs make
+            settled["node.id"] = str(self.broker_id)
+        self.config = build({**self.config.raw, **settled}, warn_unknown=False)
+        return self.config
+
+    def _stored_broker_id(self) -> int:
+        for log_dir in self.config.log_dirs:
+            with contextlib.suppress(Exception):
+                found = read_meta_properties(log_dir / "meta.properties")
+                if found is not None and found.node_id >= 0:
+                    return found.node_id
+        return -1
+
+    # --- 2. the broker's cluster parts -------------------------------------------------
+
+    def attach(self, broker) -> None:
+        from kbroker.apis import controller_to_broker
+
+        self._loop = asyncio.get_running_loop()
+        self.broker = broker
+        broker.cluster = self
+        controller_to_broker.register()
+        for partition in broker.replicas.partitions():  # led as a single node's until now: the controller decides
+            broker.replicas.remove(partition.topic, partition.index)
+        local_error = broker.partition_error
+        broker.replicas.unhosted_error = lambda topic, index: self._unhosted_error(local_error, topic, index)
+        self.fetchers = ReplicaFetcherManager(FetcherSettings.from_config(self.config, self.broker_id),
+                                              lambda: self.broker_epoch, self._appended_as_follower)
+        self.channel = ControllerChannel(self.controller_endpoint, f"broker-{self.broker_id}-controller")
+        self.alter_partitions = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self.channel,
+                                                      broker.replicas, self._topic_id)
+        self.alter_partitions.start()
+
+    def _unhosted_error(self, local_error, topic: str, index: int) -> ErrorCode:
+        error = local_error(topic, index)
+        if error == ErrorCode.KAFKA_STORAGE_ERROR:
+            return error
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition(topic, index) is not None else error
+
+    def controller_endpoint(self) -> EndPoint | None:
+        controller = self.metadata.controller_id
+        return None if controller is None else self.metadata.endpoint(controller, self.inter_broker_listener)
+
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        known = self.broker.topics.get(topic)
+        return known.topic_id if known is not None else self.metadata.topic_id(topic)
+
+    def _appended_as_follower(self, partition: Partition) -> None:
+        self.broker.fetch_waiters.wake(partition.topic, partition.index)
+
+    # --- 3. registration ---------------------------------------------------------------
+
+    async def register(self, endpoints: Iterable[EndPoint], *, renew_on_new_session: bool = True) -> None:
+        """Write the registration; with `renew_on_new_session` also after every session expiry (a running controller
+        does that itself, before it races for /controller again, so it passes False)."""
+        self.registration = BrokerRegistration(self.broker_id, tuple(endpoints), self.config["broker.rack"])  # type: ignore[arg-type]
+        self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.registration)
+        if renew_on_new_session:
+            self.zk.on_new_session(self._register_again)
+        log.info("registered broker %d at %s with epoch %d", self.broker_id,
+                 ",".join(f"{e.listener}://{e.host}:{e.port}" for e in self.registration.endpoints), self.broker_epoch)
+
+    def _register_again(self) -> None:
+        """On a new session (a thread of the ZooKeeper client): the old registration died with the old one."""
+        if self.registration is not None:
+            try:
+                self.broker_epoch = self.zk.register_broker(self.registration)
+                log.info("registered broker %d again with epoch %d", self.broker_id, self.broker_epoch)
+            except Exception:
+                log.exception("registering broker %d again failed", self.broker_id)
+
+    # --- 4. the controller -------------------------------------------------------------
+
+    async def start_controller(self) -> None:
+        """Start this broker's controller (kbroker/cluster/controller.py): it races for /controller and stands by
+        while another broker (kbroker or Kafka) holds it; the controller APIs reach it as `broker.controller`."""
+        from kbroker.cluster.controller import KafkaController, controller_config
+
+        self.controller = KafkaController(self.zk, controller_config(self.config, self.broker_id,
+                                                                    self.inter_broker_listener),
+                                          reregister=self._register_again)
+        self.broker.controller = self.controller
+        await self.controller.start()
+
+    # --- requests from the controller (kbroker/apis/controller_to_broker.py) -------------
+
+    def check_topic_id(self, topic: str, topic_id: uuid.UUID) -> bool:
+        known = self.broker.topics.get(topic)
+        return known is None or topic_id == ZERO_UUID or known.topic_id == topic_id
+
+    def log_opener(self, topic_ids: dict[str, uuid.UUID]):
+        """`log_for` for the replica manager: the partition's log, created (with its topic) when missing."""
+        def log_for(topic: str, index: int):
+            return self._open_log(topic, index, topic_ids.get(topic, ZERO_UUID))
+        return log_for
+
+    def _open_log(self, name: str, index: int, topic_id: uuid.UUID):
+        from kbroker.broker import Topic
+
+        broker = self.broker
+        topic = broker.topics.get(name)
+        if topic is None:
+            topic = Topic(name, topic_id if topic_id != ZERO_UUID else uuid.uuid4(), index + 1,
+                          self.zk.entity_config("topics", name))
+            broker.topics[name] = topic
+            broker.topics_by_id[topic.topic_id] = topic
+        topic.partitions = max(topic.partitions, index + 1)
+        plog = broker.logs.get(name, index)
+        if plog is None:
+            plog = broker.logs.create(name, index, broker.log_config_for(topic))
+        if not broker._is_log_of(plog, topic):
+            raise LogDirOfflineError(f"the log of {name}-{index} belongs to another topic id")
+        broker._save_topics()
+        return plog
+
+    def leadership_changed(self, leaders: list[Partition], followers: list[Partition],
+                           live_leaders: dict[int, EndPoint]) -> None:
+        """After a LeaderAndIsr: leaders stop fetching, followers fetch from their (new) leader."""
+        self.fetchers.remove_partitions([(p.topic, p.index) for p in leaders])
+        self._follow(followers, live_leaders)
+        self._spawn(self.fetchers.shutdown_idle_fetchers())
+
+    def _follow(self, followers: Iterable[Partition], live_leaders: dict[int, EndPoint]) -> None:
+        adding = []
+        for partition in followers:
+            source = live_leaders.get(partition.leader_id) or \
+                self.metadata.endpoint(partition.leader_id, self.inter_broker_listener)
+            if source is None:  # no live leader known: nothing to fetch from until one is
+                self.fetchers.remove_partitions([(partition.topic, partition.index)])
+                continue
+            adding.append((partition, self._topic_id(partition.topic) or ZERO_UUID, source))
+        self.fetchers.add_partitions(adding)
+
+    def metadata_updated(self, update: MetadataUpdate) -> None:
+        self.metadata.update(update)
+        stranded = [p for p in self.broker.replicas.partitions()
+                    if p.role is Role.FOLLOWER and self.fetchers.following(p.topic, p.index) is None]
+        if stranded:
+            self._follow(stranded, {})
+
+    def delete_logs(self, keys: Iterable[tuple[str, int]]) -> None:
+        for topic, index in keys:
+            with contextlib.suppress(Exception):
+                self.broker.logs.delete(topic, index)
+            self.broker.fetch_waiters.wake(topic, index)
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- stopping ----------------------------------------------------------------------
+
+    async def controlled_shutdown(self) -> None:
+        if self.channel is None or self.broker_epoch < 0 or not self.config["controlled.shutdown.enable"]:
+            return
+        await controlled_shutdown(self.channel, self.broker_id, self.broker_epoch,
+                                  int(self.config["controlled.shutdown.max.retries"]),  # type: ignore[call-overload]
+                                  int(self.config["controlled.shutdown.retry.backoff.ms"]))  # type: ignore[call-overload]
+
+    async def stop(self) -> None:
+        if self.controller is not None:
+            controller, self.controller = self.controller, None
+            await controller.stop()
+        if self.alter_partitions is not None:
+            await self.alter_partitions.stop()
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.to_thread(self.zk.close)
