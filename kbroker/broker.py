@@ -299,6 +299,10 @@ class Broker:
             if plog is not None and not self._is_log_of(plog, topic):
                 self.logs.delete(topic.name, partition)
                 plog = None
+            if self.config.cluster_mode:
+                # Kafka's ReplicaManager hosts nothing before the controller's LeaderAndIsr: leading here now
+                # would move the high watermark to the log end and restart the leader epochs at 0
+                continue
             if plog is None:
                 try:
                     plog = self.logs.create(topic.name, partition, config)

@@ -32,6 +32,7 @@ from kbroker.cluster.fetcher import FetcherSettings, ReplicaFetcherManager
 from kbroker.cluster.metadata_cache import MetadataCache, MetadataUpdate
 from kbroker.cluster.model import BrokerRegistration, EndPoint
 from kbroker.cluster.partition import Partition, Role
+from kbroker.cluster.producer_ids import ProducerIdManager
 from kbroker.cluster.zk import ZkClient
 from kbroker.config import BrokerConfig, build
 from kbroker.log.checkpoints import read_meta_properties
@@ -73,6 +74,7 @@ class ClusterMember:
         self.registration: BrokerRegistration | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.alter_partitions: AlterPartitionManager | None = None
+        self.producer_ids: ProducerIdManager | None = None
         self.channel: ControllerChannel | None = None
         self.controller = None  # kbroker.cluster.controller's, when it exists
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,8 +117,6 @@ class ClusterMember:
         self.broker = broker
         broker.cluster = self
         controller_to_broker.register()
-        for partition in broker.replicas.partitions():  # led as a single node's until now: the controller decides
-            broker.replicas.remove(partition.topic, partition.index)
         local_error = broker.partition_error
         broker.replicas.unhosted_error = lambda topic, index: self._unhosted_error(local_error, topic, index)
         self.fetchers = ReplicaFetcherManager(FetcherSettings.from_config(self.config, self.broker_id),
@@ -125,6 +125,7 @@ class ClusterMember:
         self.alter_partitions = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self.channel,
                                                       broker.replicas, self._topic_id)
         self.alter_partitions.start()
+        self.producer_ids = ProducerIdManager(self.broker_id, lambda: self.broker_epoch, self.channel)
 
     def _unhosted_error(self, local_error, topic: str, index: int) -> ErrorCode:
         error = local_error(topic, index)
@@ -257,6 +258,8 @@ class ClusterMember:
         if self.controller is not None:
             controller, self.controller = self.controller, None
             await controller.stop()
+        if self.producer_ids is not None:
+            await self.producer_ids.stop()
         if self.alter_partitions is not None:
             await self.alter_partitions.stop()
         if self.fetchers is not None:

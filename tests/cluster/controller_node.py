@@ -1,11 +1,8 @@
 """A kbroker broker that is a ZooKeeper-mode controller, for tests with real Kafka 3.9 brokers.
 
-kbroker's RunningBroker in cluster mode joins ZooKeeper by itself (kbroker/cluster/member.py: session, cluster id,
-registration, the controller-to-broker APIs) but does not start a controller yet (ClusterMember.start_controller is
-still empty). This harness runs the broker in this process, on an event loop of its own thread, and starts a
-KafkaController on the member's ZooKeeper session once the broker is registered, setting it where
-kbroker/apis/controller.py finds it (`broker.controller`) — what start_controller is to do. Started before any
-Kafka broker, it takes /controller first.
+kbroker's RunningBroker in cluster mode joins ZooKeeper and starts its controller by itself
+(kbroker/cluster/member.py). This harness runs it in the test's process, on an event loop of its own thread, so
+tests can reach the controller object directly; started before any Kafka broker, it takes /controller first.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kbroker.cluster.controller import KafkaController, controller_config
+from kbroker.cluster.controller import KafkaController
 from kbroker.cluster.zk import ZkClient
 from kbroker.config import build
 from kbroker.runner import RunningBroker
@@ -59,10 +56,6 @@ class ControllerNode:
         await self.running.start()
         member = self.running.member
         self.zk = member.zk
-        if member.controller is None:
-            self.controller = KafkaController(self.zk, controller_config(self.config, self.broker_id, self.listener))
-            member.controller = self.running.broker.controller = self.controller
-            await self.controller.start()
         self.controller = member.controller
 
     def is_active(self) -> bool:

@@ -213,6 +213,29 @@ class WireClient:
         return Frame(api_key, version, None, body, bytes(raw[at:]))
 
 
+def init_producer_id(client: WireClient) -> int:
+    """The producer id an idempotent producer's InitProducerId v4 gets (asserting no error)."""
+    answer = client.call(22, 4, messages.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1)).body
+    assert answer.error_code == 0, answer
+    return answer.producer_id
+
+
+def create_topic(client: WireClient, name: str, partitions: int, replication_factor: int,
+                 timeout_ms: int = 30_000) -> Message:
+    """CreateTopics v7 for one topic; the topic's result."""
+    R = messages.CreateTopicsRequest
+    request = R(topics=[R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
+                                         assignments=[], configs=[])], timeout_ms=timeout_ms, validate_only=False)
+    return client.call(19, 7, request).body.topics[0]
+
+
+def delete_topic(client: WireClient, name: str, timeout_ms: int = 30_000) -> Message:
+    """DeleteTopics v5 (by name) for one topic; the topic's result."""
+    request = messages.DeleteTopicsRequest(topics=[], topic_names=[name], timeout_ms=timeout_ms)
+    return client.call(20, 5, request).body.responses[0]
+
+
 def connect_when_listening(host: str, port: int, timeout: float = 60) -> WireClient:
     """A broker opens its port a little after it registers in ZooKeeper: retry until it does."""
     deadline = time.monotonic() + timeout

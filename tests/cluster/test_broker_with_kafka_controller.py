@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -31,14 +30,15 @@ from kafka import KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
 
 from kbroker.cluster.zk import decode_topic
-from kbroker.testing import free_port
 from wire import messages
+from wire.errors import ErrorCode
 from wire.records import Record, build_batch, decode_batch, read_batch_header
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat-tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import kafka_wire_peer as peer_lib
+from kbroker_process import KbrokerProcess
 
 import kafka_process
 
@@ -51,65 +51,6 @@ LAG_MS = 3000                  # replica.lag.time.max.ms on both: how soon a sil
 KBROKER_SESSION_MS = 12000     # longer than a shrink takes, so pausing kbroker is lag, not a dead session
 KAFKA_SESSION_MS = 20000       # the same for pausing Kafka (the controller and partition 1's follower)
 TIMEOUT = 60
-ROOT = Path(__file__).resolve().parents[2]
-
-
-# --------------------------------------------------------------------------------------------------------
-# kbroker as a subprocess
-# --------------------------------------------------------------------------------------------------------
-
-class KbrokerProcess:
-    """`python -m kbroker serve` in cluster mode, its log kept beside its data."""
-
-    def __init__(self, workdir: Path, zookeeper: str) -> None:
-        self.workdir = workdir
-        self.data = workdir / "data"
-        self.port = free_port()
-        self.zookeeper = zookeeper
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> KbrokerProcess:
-        overrides = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(self.data),
-            "zookeeper.connect": self.zookeeper, "broker.id": str(KBROKER_ID),
-            "zookeeper.session.timeout.ms": str(KBROKER_SESSION_MS), "replica.lag.time.max.ms": str(LAG_MS),
-            "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500",
-            "offsets.topic.replication.factor": "1",
-        }
-        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "INFO", "serve"]
-        for key, value in overrides.items():
-            args += ["--override", f"{key}={value}"]
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.workdir / "kbroker.log", "ab") as out:
-            self.process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        return self
-
-    def send(self, sig: int) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, sig)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
-        process, self.process = self.process, None
-        if process is None:
-            return None
-        if process.poll() is None:
-            if sig != signal.SIGKILL:
-                os.kill(process.pid, signal.SIGCONT)  # a paused broker cannot stop itself
-            process.send_signal(sig)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        return process.returncode
-
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.workdir / "kbroker.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -231,7 +172,10 @@ def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
                                        overrides={"replica.lag.time.max.ms": str(LAG_MS),
                                                   "zookeeper.session.timeout.ms": str(KAFKA_SESSION_MS),
                                                   "auto.leader.rebalance.enable": "false"})
-    kbroker = KbrokerProcess(workdir / "kbroker", connect)
+    kbroker = KbrokerProcess(workdir / "kbroker", connect, KBROKER_ID, {
+        "zookeeper.session.timeout.ms": str(KBROKER_SESSION_MS), "replica.lag.time.max.ms": str(LAG_MS),
+        "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500",
+        "offsets.topic.replication.factor": "1"})
     try:
         try:
             kafka.start()
@@ -429,6 +373,28 @@ def test_kbroker_names_the_same_group_coordinator_as_kafka(cluster: Cluster) -> 
     assert {node for _, node, _ in kafka_says.values()} == {KAFKA_ID, KBROKER_ID}  # both lead offsets partitions
     wait_until(lambda: all(find_coordinator(cluster.kbroker.port, g) == kafka_says[g] for g in groups),
                "kbroker's answers equal Kafka's")
+
+
+def test_kbroker_hands_out_producer_ids_from_a_block_kafkas_controller_allocated_to_it(cluster: Cluster) -> None:
+    client = peer_lib.WireClient("127.0.0.1", cluster.kbroker.port)
+    try:
+        first, second = peer_lib.init_producer_id(client), peer_lib.init_producer_id(client)
+    finally:
+        client.close()
+    block = json.loads(cluster.zk.get("/latest_producer_id_block")[0])  # written by Kafka's controller
+    assert block["broker"] == KBROKER_ID
+    assert int(block["block_start"]) <= first < second == first + 1 <= int(block["block_end"])
+
+
+def test_kbroker_refuses_create_topics_when_it_is_not_the_controller(cluster: Cluster) -> None:
+    client = peer_lib.WireClient("127.0.0.1", cluster.kbroker.port)
+    try:
+        refused = peer_lib.create_topic(client, "elsewhere", partitions=1, replication_factor=1)
+    finally:
+        client.close()
+    # as a Kafka broker answers when kbroker is the controller: test_controller_with_kafka_brokers.py
+    assert refused.error_code == ErrorCode.NOT_CONTROLLER
+    assert not cluster.zk.exists("/brokers/topics/elsewhere")
 
 
 def controller_requests(cluster: Cluster, broker_id: int, broker_epoch: int, controller_epoch: int) -> dict:

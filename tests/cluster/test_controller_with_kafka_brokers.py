@@ -343,6 +343,62 @@ def test_deleting_a_topic_makes_the_kafka_brokers_delete_its_logs(cluster):
     assert [d for d in replica_dirs if d.exists()] == []  # Kafka renamed them for deletion (or deleted them)
 
 
+def test_create_topics_sent_to_the_kbroker_controller_places_the_topic_over_the_kafka_brokers(cluster):
+    client = peer_lib.WireClient("127.0.0.1", cluster.node.running.port)
+    try:
+        created = peer_lib.create_topic(client, "placed", partitions=3, replication_factor=3)
+        again = peer_lib.create_topic(client, "placed", partitions=3, replication_factor=3)
+    finally:
+        client.close()
+    # answered once every partition has a leader, as Kafka's DelayedCreatePartitions
+    assert (created.error_code, created.num_partitions, created.replication_factor) == (0, 3, 3)
+    assignment = cluster.zk.topic_assignment("placed")
+    assert assignment.topic_id == created.topic_id
+    registered = {*KAFKA_IDS, CONTROLLER_ID}  # the controller's own broker is a broker like the others
+    assert all(len(set(a.replicas)) == 3 and set(a.replicas) <= registered for a in assignment.partitions.values())
+    assert (again.error_code, again.error_message) == (ErrorCode.TOPIC_ALREADY_EXISTS, "Topic 'placed' already exists.")
+    states = cluster.states("placed")
+    assert {p: s.leader_and_isr.leader for p, s in states.items()} == \
+        {p: a.replicas[0] for p, a in assignment.partitions.items()}
+
+
+def test_create_partitions_sent_to_the_kbroker_controller_adds_led_partitions(cluster):
+    R = messages.CreatePartitionsRequest
+    request = R(topics=[R.CreatePartitionsTopic(name="placed", count=5, assignments=None)], timeout_ms=30_000,
+                validate_only=False)
+    client = peer_lib.WireClient("127.0.0.1", cluster.node.running.port)
+    try:
+        result = client.call(37, 3, request).body.results[0]
+    finally:
+        client.close()
+    assert (result.error_code, result.error_message) == (0, None)
+    partitions = cluster.zk.topic_assignment("placed").partitions
+    assert sorted(partitions) == [0, 1, 2, 3, 4] and all(len(a.replicas) == 3 for a in partitions.values())
+    assert all(cluster.states("placed")[p].leader_and_isr.leader == partitions[p].replicas[0] for p in (3, 4))
+
+
+def test_delete_topics_sent_to_the_kbroker_controller_answers_once_the_topic_is_gone(cluster):
+    client = peer_lib.WireClient("127.0.0.1", cluster.node.running.port)
+    try:
+        deleted = peer_lib.delete_topic(client, "placed")
+        unknown = peer_lib.delete_topic(client, "placed")
+    finally:
+        client.close()
+    # answered once the brokers' metadata drops the topic; its znodes go after every replica's log is deleted
+    assert (deleted.error_code, unknown.error_code) == (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    wait_until(lambda: not cluster.zk.exists("/brokers/topics/placed"), "the topic's znodes are deleted")
+
+
+def test_a_kafka_broker_that_is_not_the_controller_refuses_create_topics(cluster):
+    client = peer_lib.WireClient("127.0.0.1", cluster.live_kafkas()[0].port)
+    try:
+        refused = peer_lib.create_topic(client, "elsewhere", partitions=1, replication_factor=1)
+    finally:
+        client.close()
+    # kbroker's non-controller answers the same: test_broker_with_kafka_controller.py
+    assert refused.error_code == ErrorCode.NOT_CONTROLLER
+
+
 def test_a_killed_leaders_partitions_get_new_leaders_from_the_isr(cluster):
     before = cluster.states(TOPIC)
     victim = before[0].leader_and_isr.leader

@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from pathlib import Path
 
 from kazoo.client import KazooClient
 
 from kbroker import config as broker_config
 from kbroker.apis.api_versions import supported_versions
+from kbroker.broker import Broker, Topic
 from kbroker.cluster.member import ClusterMember, endpoints_of
 from kbroker.cluster.model import EndPoint
 from kbroker.testing import running_broker
+from wire.records import Record, build_batch
 
 CONTROLLER_TO_BROKER = {4, 5, 6}
 
@@ -120,3 +123,29 @@ def test_a_single_node_neither_advertises_nor_serves_the_controller_apis(tmp_pat
     with running_broker(tmp_path / "single"):
         advertised = {v.api_key for v in supported_versions()}
     assert not advertised & CONTROLLER_TO_BROKER
+
+
+def test_a_restarted_cluster_broker_keeps_its_high_watermark_and_leader_epochs_until_the_controller_speaks(
+        tmp_path: Path) -> None:
+    """Records above the high watermark may be truncated by the next leader: a restart must neither commit them
+    (HW to the log end) nor rewrite the epochs they were written in, which the follower's truncation relies on."""
+    config = member_config("127.0.0.1:1/never-connected", tmp_path)  # a Broker alone never talks to ZooKeeper
+    first = Broker(config)
+    topic = Topic("t", uuid.uuid4(), 1, {})
+    first.topics["t"], first.topics_by_id[topic.topic_id] = topic, topic
+    log = first.logs.create("t", 0, first.log_config_for(topic))
+    assert first._is_log_of(log, topic)
+    for epoch in (3, 5):
+        log.append(build_batch([Record(i, 1_000, None, b"v", ()) for i in range(5)]), leader_epoch=epoch)
+    log.update_high_watermark(5)
+    first._save_topics()
+    first.close()
+    for _ in range(2):  # the second start reads what the first wrote
+        again = Broker(config)
+        try:
+            assert list(again.replicas.partitions()) == []  # nothing led or followed before LeaderAndIsr
+            log = again.logs.get("t", 0)
+            assert (log.high_watermark, log.log_end_offset) == (5, 10)
+            assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(3, 0), (5, 5)]
+        finally:
+            again.close()

@@ -1,0 +1,157 @@
+"""Three kbroker brokers and nothing else, over a real ZooKeeper: one of them becomes the controller, and the
+cluster replicates, keeps acknowledged records through a kill -9 of their leader, and takes the killed broker
+back into the ISR. Each broker is a `kbroker serve` subprocess, driven by stock clients only."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, TopicPartition
+from kazoo.client import KazooClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kbroker_process import KbrokerProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka-zk-cluster")]
+
+BROKER_IDS = (1, 2, 3)
+TOPIC = "replicated"
+SESSION_MS = 6000
+TIMEOUT = 60
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = condition()
+        except Exception:
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.2)
+
+
+class Cluster:
+    def __init__(self, brokers: dict[int, KbrokerProcess]) -> None:
+        self.brokers = brokers
+
+    def live(self) -> list[KbrokerProcess]:
+        return [b for b in self.brokers.values() if b.process is not None]
+
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.live())
+
+    def knows_everyone(self, via: KbrokerProcess) -> bool:
+        metadata = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(timeout=5)
+        return metadata.controller_id in BROKER_IDS and sorted(metadata.brokers) == list(BROKER_IDS)
+
+    def partition(self, via: KbrokerProcess, index: int) -> tuple[int, tuple[int, ...]] | None:
+        """(leader, sorted ISR) of TOPIC-index as the broker `via` tells it in Metadata."""
+        topic = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(TOPIC, timeout=5) \
+            .topics.get(TOPIC)
+        if topic is None or topic.error is not None or index not in topic.partitions:
+            return None
+        found = topic.partitions[index]
+        return found.leader, tuple(sorted(found.isrs))
+
+    def agreed(self, index: int) -> tuple[int, tuple[int, ...]] | None:
+        """The partition's (leader, ISR) once every live broker tells the same, with a leader."""
+        seen = {self.partition(b, index) for b in self.live()}
+        if len(seen) != 1:
+            return None
+        (found,) = seen
+        return found if found is not None and found[0] >= 0 else None
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    connect = f"{zookeeper_server.connect}/kbroker-cluster-{uuid.uuid4().hex[:8]}"
+    workdir = tmp_path_factory.mktemp("kbroker-cluster")
+    brokers = {i: KbrokerProcess(workdir / f"broker-{i}", connect, i, {
+        "zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "3000",
+        "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500"}) for i in BROKER_IDS}
+    zk = KazooClient(hosts=connect)
+    try:
+        for broker in brokers.values():
+            broker.start()
+        zk.start(timeout=30)
+        wait_until(lambda: sorted(map(int, zk.get_children("/brokers/ids"))) == list(BROKER_IDS),
+                   "all three brokers registered")
+        cluster = Cluster(brokers)
+        wait_until(lambda: all(cluster.knows_everyone(b) for b in brokers.values()),
+                   "every broker's Metadata names the controller and all three brokers")
+        yield cluster
+    finally:
+        for broker in brokers.values():
+            print(f"broker {broker.broker_id} log:\n{broker.log_tail(60)}")
+            broker.stop(signal.SIGKILL)
+        zk.stop()
+        zk.close()
+
+
+def produce(bootstrap: str, values: list[bytes], partition: int = 0) -> list[int]:
+    """acks=all, idempotent; the offsets acknowledged (raises on any failed delivery)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "log_level": 0})
+    acked: list[int] = []
+    errors: list[object] = []
+
+    def delivered(error, message) -> None:
+        (errors.append(error) if error is not None else acked.append(message.offset()))
+
+    for value in values:
+        producer.produce(TOPIC, value=value, partition=partition, on_delivery=delivered)
+    assert producer.flush(TIMEOUT) == 0, "records still undelivered"
+    assert not errors, errors
+    return sorted(acked)
+
+
+def read_partition(bootstrap: str, partition: int, count: int) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    try:
+        consumer.assign([TopicPartition(TOPIC, partition)])
+        return [message.value for _, message in zip(range(count), consumer, strict=False)]
+    finally:
+        consumer.close()
+
+
+def test_a_topic_created_with_the_admin_client_gets_three_in_sync_replicas(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=3)])[TOPIC].result(TIMEOUT)
+    for index in range(3):
+        wait_until(lambda i=index: (cluster.agreed(i) or (None, ()))[1] == BROKER_IDS,
+                   f"partition {index} has all three brokers in its ISR")
+
+
+def test_records_acknowledged_with_acks_all_survive_a_kill_9_of_their_leader(cluster: Cluster) -> None:
+    values = [f"record-{i}".encode() for i in range(200)]
+    acked = produce(cluster.bootstrap(), values)
+    assert acked == list(range(acked[0], acked[0] + len(values)))
+    leader, isr = cluster.agreed(0)  # type: ignore[misc]
+    assert isr == BROKER_IDS
+    cluster.brokers[leader].stop(signal.SIGKILL)
+    moved = wait_until(lambda: (found := cluster.agreed(0)) and found[0] != leader and found,
+                       "a surviving broker leads partition 0", timeout=SESSION_MS / 1000 + TIMEOUT)
+    assert moved[0] in isr
+    assert read_partition(cluster.bootstrap(), 0, acked[-1] + 1)[acked[0]:] == values
+    assert produce(cluster.bootstrap(), [b"after the kill"])  # the new leader takes writes
+
+
+def test_the_killed_broker_restarts_and_rejoins_every_isr(cluster: Cluster) -> None:
+    (killed,) = [b for b in cluster.brokers.values() if b.process is None]
+    killed.start()
+    for index in range(3):
+        wait_until(lambda i=index: (cluster.agreed(i) or (None, ()))[1] == BROKER_IDS,
+                   f"partition {index} has the restarted broker back in its ISR")
