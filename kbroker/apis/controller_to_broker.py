@@ -88,8 +88,8 @@ async def leader_and_isr(broker, header, request):
                                   getattr(p, "leader_recovery_state", 0) or 0, p.partition_epoch)
         items.append(LeaderAndIsrPartition(topic, p.partition_index, PartitionState(leadership, p.controller_epoch),
                                            tuple(p.replicas)))
-    changes = broker.replicas.become_leader_or_follower(request.controller_epoch, items,
-                                                        member.log_opener(dict((t, i) for t, i, _ in states)))
+    log_for = await member.log_opener(dict((t, i) for t, i, _ in states))
+    changes = broker.replicas.become_leader_or_follower(request.controller_epoch, items, log_for)
     if changes.error:
         return _leader_and_isr_response(request, version, {}, changes.error)
     errors.update(changes.partition_errors)

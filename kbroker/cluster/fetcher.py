@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kbroker.cluster.broker_connection import BrokerConnection
 from kbroker.cluster.model import EndPoint
-from kbroker.cluster.partition import NO_EPOCH, Partition
+from kbroker.cluster.partition import NO_EPOCH, Partition, Role
 from kbroker.log.partition_log import PartitionLog
 from wire import messages
 from wire.errors import ErrorCode
@@ -243,16 +243,26 @@ class ReplicaFetcher:
         """Kafka's handleOutOfRangeError, as the leader's log end and start tell."""
         plog = state.log
         leader_end = await self._leader_offset(key, state, LATEST)
+        if not self._still_following(key, state, plog):
+            return  # became leader (or another leader's follower) meanwhile: its log is no longer ours to cut
         if leader_end is None:
             self._delay([state])
         elif leader_end < plog.log_end_offset:
             plog.truncate_to(leader_end)
         else:
             leader_start = await self._leader_offset(key, state, EARLIEST)
+            if not self._still_following(key, state, plog):
+                return
             if leader_start is None:
                 self._delay([state])
             elif leader_start > plog.log_end_offset:
                 plog.truncate_fully_and_start_at(leader_start)
+
+    def _still_following(self, key: TopicPartition, state: FetchState, plog: PartitionLog) -> bool:
+        """Whether `state` is still what this fetcher copies into `plog`: a LeaderAndIsr while a request was
+        in flight replaces or removes the state, and a leader's log must never be truncated to another's."""
+        partition = state.partition
+        return self.partitions.get(key) is state and partition.log is plog and partition.role is Role.FOLLOWER
 
     async def _leader_offset(self, key: TopicPartition, state: FetchState, timestamp: int) -> int | None:
         request = messages.ListOffsetsRequest

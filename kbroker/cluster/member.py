@@ -184,20 +184,23 @@ class ClusterMember:
         known = self.broker.topics.get(topic)
         return known is None or topic_id == ZERO_UUID or known.topic_id == topic_id
 
-    def log_opener(self, topic_ids: dict[str, uuid.UUID]):
-        """`log_for` for the replica manager: the partition's log, created (with its topic) when missing."""
+    async def log_opener(self, topic_ids: dict[str, uuid.UUID]):
+        """`log_for` for the replica manager: the partition's log, created (with its topic) when missing. The
+        configs of topics new to this broker are read from ZooKeeper first, off the event loop."""
+        new_topics = [name for name in topic_ids if name not in self.broker.topics]
+        configs = {name: await asyncio.to_thread(self.zk.entity_config, "topics", name) for name in new_topics}
+
         def log_for(topic: str, index: int):
-            return self._open_log(topic, index, topic_ids.get(topic, ZERO_UUID))
+            return self._open_log(topic, index, topic_ids.get(topic, ZERO_UUID), configs.get(topic, {}))
         return log_for
 
-    def _open_log(self, name: str, index: int, topic_id: uuid.UUID):
+    def _open_log(self, name: str, index: int, topic_id: uuid.UUID, configs: dict[str, str]):
         from kbroker.broker import Topic
 
         broker = self.broker
         topic = broker.topics.get(name)
         if topic is None:
-            topic = Topic(name, topic_id if topic_id != ZERO_UUID else uuid.uuid4(), index + 1,
-                          self.zk.entity_config("topics", name))
+            topic = Topic(name, topic_id if topic_id != ZERO_UUID else uuid.uuid4(), index + 1, configs)
             broker.topics[name] = topic
             broker.topics_by_id[topic.topic_id] = topic
         topic.partitions = max(topic.partitions, index + 1)
