@@ -1,4 +1,5 @@
-"""`kbroker serve`: the broker from the command line, configured with Kafka's property names."""
+"""`kbroker serve`: the broker from the command line, configured with Kafka's property names; `kbroker cluster`:
+several of them on this machine (kbroker/local_cluster.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,13 @@ def _serve(args: argparse.Namespace) -> int:
     except BrokerHalted:
         return 1  # as Kafka's Exit.halt(1); the log says which dirs failed
     return 0
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from kbroker import local_cluster
+
+    return local_cluster.run(args.brokers, args.data_dir, args.zookeeper, args.zookeeper_jars, args.base_port,
+                             args.override, args.log_level)
 
 
 def _is_expected_startup_failure(cause: BaseException | None) -> bool:
@@ -104,6 +112,18 @@ def main(argv: list[str] | None = None) -> int:
                        help="auto (default): uvloop when installed (kbroker[fast]), else asyncio; both send "
                             "fetched records with sendfile, zero-copy")
     serve.set_defaults(run=_serve)
+    cluster = commands.add_parser("cluster", help="run N brokers and a ZooKeeper-mode cluster on this machine")
+    cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (broker.id 1..N); default 3")
+    cluster.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="a ZooKeeper already running")
+    cluster.add_argument("--zookeeper-jars", type=Path, metavar="DIR",
+                         help="start a ZooKeeper from these jars (a Kafka 3.x distribution's libs/)")
+    cluster.add_argument("--data-dir", type=Path, default=Path("kbroker-cluster"),
+                         help="each broker's data under DIR/broker-<id>; default ./kbroker-cluster")
+    cluster.add_argument("--base-port", type=int, default=9092,
+                         help="broker i listens on BASE+i-1; 0 picks free ports; default 9092")
+    cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                         help="a property for every broker")
+    cluster.set_defaults(run=_cluster)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.run(args)

@@ -201,6 +201,9 @@ class RunningBroker:
             return
         if self.member is not None:  # leadership moves away while this broker still serves as before
             await self.member.controlled_shutdown()
+            if self.halted:  # the log dirs failed meanwhile: the halt has stopped everything
+                await self._halt_done.wait()
+                return
         self._stopping = True
         self.broker.closing = True
         self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now
@@ -211,13 +214,15 @@ class RunningBroker:
         self.broker.logs.stop_cleaner()
         for server in self.servers:
             await server.stop()
-        if self.member is not None:
-            await self.member.stop()
-            self.member = None
-            log.info("left the cluster")
-        self.broker.flush_deferred_appends()  # nothing should be left: every connection flushed its own
-        self.broker.close()
-        self.broker = None
+        try:
+            if self.member is not None:
+                member, self.member = self.member, None
+                await member.stop()
+                log.info("left the cluster")
+        finally:  # whatever leaving the cluster raised, the logs are closed cleanly (no recovery at the next start)
+            self.broker.flush_deferred_appends()  # nothing should be left: every connection flushed its own
+            self.broker.close()
+            self.broker = None
         log.info("shut down completed")  # Kafka's words
 
 

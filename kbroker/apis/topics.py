@@ -83,6 +83,12 @@ async def delete_topics(broker: Broker, header, request):
     version = header.request_api_version
     wanted = ([(t.name, t.topic_id) for t in request.topics] if version >= 6
               else [(name, ZERO_UUID) for name in request.topic_names])
+    if not broker.config["delete.topic.enable"]:
+        # Kafka's answer to every topic (before v3, whose clients do not know the code: INVALID_REQUEST)
+        error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+        return R(throttle_time_ms=0, responses=[R.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error,
+                                                                       error_message=None)
+                                                for name, topic_id in wanted])
     if _cluster_admin(broker) is not None:
         return R(throttle_time_ms=0, responses=await _delete_topics_in_cluster(broker, request, wanted))
     results = []

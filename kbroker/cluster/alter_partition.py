@@ -55,7 +55,10 @@ class ControllerChannel:
             self._connection = BrokerConnection(endpoint.host, endpoint.port, self.client_id, timeout_s)
         else:
             self._connection.retarget(endpoint.host, endpoint.port)
-        return await self._connection.request(api_key, version, body, timeout_s)  # type: ignore[arg-type]
+        answer = await self._connection.request(api_key, version, body, timeout_s)  # type: ignore[arg-type]
+        if getattr(answer, "error_code", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER:
+            self.close()  # as Kafka's NodeToControllerRequestThread: look the controller up again next time
+        return answer
 
     def close(self) -> None:
         if self._connection is not None:

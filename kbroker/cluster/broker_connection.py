@@ -29,13 +29,13 @@ class BrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._connected_to: tuple[str, int] | None = None
         self._lock = asyncio.Lock()
 
     def retarget(self, host: str, port: int) -> None:
-        """The broker moved (a new registration): the next request connects to its new address."""
-        if (host, port) != (self.host, self.port):
-            self.host, self.port = host, port
-            self.close()
+        """The broker moved (a new registration): the next request connects to its new address (a request in
+        flight finishes on the old one; `request` reconnects when the address it is connected to is stale)."""
+        self.host, self.port = host, port
 
     async def request(self, api_key: int, version: int, body: Message, timeout_s: float | None = None) -> Message:
         """Send `body` and return the decoded answer. Raises OSError / TimeoutError / DecodeError; the
@@ -51,8 +51,12 @@ class BrokerConnection:
                 raise
 
     async def _exchange(self, api_key: int, version: int, body: Message) -> Message:
+        if self._writer is not None and self._connected_to != (self.host, self.port):
+            self.close()
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            address = (self.host, self.port)
+            self._reader, self._writer = await asyncio.open_connection(*address)
+            self._connected_to = address
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         header = messages.RequestHeader(request_api_key=api_key, request_api_version=version,
                                         correlation_id=self._correlation_id, client_id=self.client_id)

@@ -318,7 +318,8 @@ class ReplicaFetcherManager:
 
     async def shutdown_idle_fetchers(self) -> None:
         for placement, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
+            # checked again after each await: a fetcher placed meanwhile under the same key is not this one
+            if self.fetchers.get(placement) is fetcher and not fetcher.partitions:
                 del self.fetchers[placement]
                 await fetcher.stop()
 

@@ -199,6 +199,7 @@ class ClusterMember:
 
         broker = self.broker
         topic = broker.topics.get(name)
+        changed = topic is None or topic.partitions < index + 1
         if topic is None:
             topic = Topic(name, topic_id if topic_id != ZERO_UUID else uuid.uuid4(), index + 1, configs)
             broker.topics[name] = topic
@@ -209,7 +210,8 @@ class ClusterMember:
             plog = broker.logs.create(name, index, broker.log_config_for(topic))
         if not broker._is_log_of(plog, topic):
             raise LogDirOfflineError(f"the log of {name}-{index} belongs to another topic id")
-        broker._save_topics()
+        if changed:
+            broker._save_topics()  # written (and fsynced) only when this broker learns a topic or partition
         return plog
 
     def leadership_changed(self, leaders: list[Partition], followers: list[Partition],
@@ -238,10 +240,21 @@ class ClusterMember:
             self._follow(stranded, {})
 
     def delete_logs(self, keys: Iterable[tuple[str, int]]) -> None:
+        """StopReplica with delete: the logs go, and a topic left without any log here is forgotten, so a topic
+        created again under its name (with a new id) is hosted here as Kafka's brokers host it."""
+        broker = self.broker
+        touched = set()
         for topic, index in keys:
             with contextlib.suppress(Exception):
-                self.broker.logs.delete(topic, index)
-            self.broker.fetch_waiters.wake(topic, index)
+                broker.logs.delete(topic, index)
+            broker.fetch_waiters.wake(topic, index)
+            touched.add(topic)
+        hosted = {topic for topic, _ in broker.logs}
+        forgotten = [broker.topics.pop(name) for name in touched - hosted if name in broker.topics]
+        for topic in forgotten:
+            broker.topics_by_id.pop(topic.topic_id, None)
+        if forgotten:
+            broker._save_topics()
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

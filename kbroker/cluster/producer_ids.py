@@ -24,6 +24,7 @@ ALLOCATE_PRODUCER_IDS = 67
 ALLOCATE_PRODUCER_IDS_VERSION = 0
 PREFETCH_FRACTION = 0.9  # Kafka's RPCProducerIdManager asks for the next block at 90% of the current one
 RETRY_BACKOFF_S = 0.1
+BLOCK_WAIT_S = 2.0  # how long an InitProducerId waits for a block before COORDINATOR_LOAD_IN_PROGRESS
 
 
 class ProducerIdsUnavailable(Exception):
@@ -41,9 +42,12 @@ class ProducerIdManager:
         self._asking: asyncio.Task | None = None
 
     async def generate(self) -> int:
-        """The next producer id; waits for a block when none was fetched yet (one request at a time)."""
+        """The next producer id; waits up to BLOCK_WAIT_S for a block when none is at hand (one request at a
+        time), then raises ProducerIdsUnavailable."""
         if not self._take_next_block_if_used_up():
-            await asyncio.shield(self._ask())
+            # a short wait, not Kafka 3.9's none: the very first producer then gets its id without a retry, and a
+            # slow controller still answers well inside the client's request timeout
+            await asyncio.wait({self._ask()}, timeout=BLOCK_WAIT_S)
             if not self._take_next_block_if_used_up():
                 raise ProducerIdsUnavailable("no producer id block from the controller")
         assert self.block is not None
@@ -80,8 +84,14 @@ class ProducerIdManager:
             log.info("AllocateProducerIds answered %s", ErrorCode(answer.error_code).name)
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
-        self._next_block = ProducerIdBlock(self.broker_id, answer.producer_id_start, answer.producer_id_len)
-        log.info("got producer id block %s", self._next_block)
+        block = ProducerIdBlock(self.broker_id, answer.producer_id_start, answer.producer_id_len)
+        newest = self.block.last_producer_id if self.block is not None else -1
+        if block.size <= 0 or block.first_producer_id <= newest:  # as Kafka's sanity check: never reuse an id
+            log.error("ignoring producer id block %s (the last id handed out so far is %d)", block, newest)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        self._next_block = block
+        log.info("got producer id block %s", block)
 
     async def stop(self) -> None:
         task, self._asking = self._asking, None

@@ -75,3 +75,18 @@ def test_records_go_through_a_topic_created_on_a_kbroker_only_cluster(node, clie
     finally:
         consumer.close()
     assert values == [f"record-{i}".encode() for i in range(10)]
+
+
+def test_a_deleted_topic_can_be_created_again_under_its_name(node, client) -> None:
+    assert peer_lib.create_topic(client, "reborn", partitions=1, replication_factor=1).error_code == 0
+    assert peer_lib.delete_topic(client, "reborn").error_code == 0
+    deadline = time.monotonic() + 30
+    while node.zk.exists("/brokers/topics/reborn") or node.zk.exists("/admin/delete_topics/reborn"):  # Kafka's last
+        assert time.monotonic() < deadline, "the deletion did not finish"
+        time.sleep(0.1)
+    # a new topic id: the broker must not hold on to the old one (INCONSISTENT_TOPIC_ID, never a leader)
+    again = peer_lib.create_topic(client, "reborn", partitions=1, replication_factor=1)
+    assert again.error_code == 0
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{node.running.port}", "acks": "all", "log_level": 0})
+    producer.produce("reborn", b"second life")
+    assert producer.flush(30) == 0

@@ -1,0 +1,55 @@
+"""`kbroker cluster`: one command starts a ZooKeeper (from Kafka 3.9's jars) and N kbroker brokers, prints the
+bootstrap servers once the cluster formed, and stops everything on Ctrl-C (kbroker/local_cluster.py)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat-tests"))
+
+import maven_jars
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka-zk-cluster")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refuses_connections(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+def test_kbroker_cluster_starts_zookeeper_and_brokers_and_stops_them_all_on_ctrl_c(tmp_path: Path) -> None:
+    jars = maven_jars.jars("kafka-3.9")[0].parent  # the jars a Kafka 3.9 distribution's libs/ holds
+    command = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "cluster", "--brokers", "2", "--zookeeper-jars",
+                                str(jars), "--data-dir", str(tmp_path), "--base-port", "0"],
+                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        bootstrap = command.stdout.readline().strip()  # once every broker registered and a controller is elected
+        zookeeper = command.stdout.readline().strip()
+        assert bootstrap.startswith("bootstrap.servers="), bootstrap
+        servers = bootstrap.split("=", 1)[1]
+        admin = AdminClient({"bootstrap.servers": servers, "log_level": 0})
+        admin.create_topics([NewTopic("dev", num_partitions=2, replication_factor=2)])["dev"].result(60)
+        producer = Producer({"bootstrap.servers": servers, "acks": "all", "log_level": 0})
+        for i in range(5):
+            producer.produce("dev", f"record-{i}".encode())
+        assert producer.flush(60) == 0
+    finally:
+        command.send_signal(signal.SIGINT)
+        code = command.wait(150)
+    assert code == 0
+    for address in [*servers.split(","), zookeeper.split("=", 1)[1]]:
+        assert refuses_connections(address), f"{address} still listening after Ctrl-C"
