@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from kbroker.cluster.zk import ZkClient
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat-tests"))
 
 import kafka_process
@@ -52,3 +54,18 @@ def _wait_until_serving(connect: str, timeout: float = 90) -> None:
 def zookeeper(zookeeper_server: kafka_process.ZooKeeperProcess) -> str:
     """A `zookeeper.connect` string with a chroot of its own (not created yet: ZkClient creates it)."""
     return f"{zookeeper_server.connect}/test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk(zookeeper: str) -> Iterator[ZkClient]:
+    """A broker's ZooKeeper session on the test's own chroot, with Kafka's top-level paths created."""
+    with ZkClient(zookeeper, session_timeout_ms=6000) as client:
+        client.create_top_level_paths()
+        yield client
+
+
+@pytest.fixture
+def second_session(zookeeper: str, zk: ZkClient) -> Iterator[ZkClient]:
+    """Another broker's session on the same chroot."""
+    with ZkClient(zookeeper, session_timeout_ms=6000) as client:
+        yield client

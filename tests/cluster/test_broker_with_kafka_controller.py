@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import kafka_wire_peer as peer_lib
 from kbroker_process import KbrokerProcess
+from waiting import wait_until
 
 import kafka_process
 
@@ -56,20 +57,6 @@ TIMEOUT = 60
 # --------------------------------------------------------------------------------------------------------
 # reading what each broker holds
 # --------------------------------------------------------------------------------------------------------
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT, every: float = 0.2) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = condition()
-        except Exception:
-            found = None
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(every)
-
 
 def partition_metadata(bootstrap: str, partition: int) -> tuple[int, list[int], list[int]] | None:
     """(leader, replicas, isr) of rf2-<partition> as the broker at `bootstrap` tells it."""

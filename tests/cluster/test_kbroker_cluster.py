@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from kazoo.client import KazooClient
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kbroker_process import KbrokerProcess
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka-zk-cluster")]
 
@@ -27,19 +27,6 @@ BROKER_IDS = (1, 2, 3)
 TOPIC = "replicated"
 SESSION_MS = 6000
 TIMEOUT = 60
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = TIMEOUT) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = condition()
-        except Exception:
-            found = None
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.2)
 
 
 class Cluster:

@@ -6,7 +6,6 @@ import json
 import queue
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -26,20 +25,6 @@ from kbroker.cluster.model import (
 from kbroker.cluster.zk import ControllerMovedError, TopicExistsError, WriteStatus, ZkClient
 
 WAIT = 15
-
-
-@pytest.fixture
-def zk(zookeeper: str) -> Iterator[ZkClient]:
-    with ZkClient(zookeeper, session_timeout_ms=6000) as client:
-        client.create_top_level_paths()
-        yield client
-
-
-@pytest.fixture
-def second_session(zookeeper: str, zk: ZkClient) -> Iterator[ZkClient]:
-    """Another broker's session on the same chroot."""
-    with ZkClient(zookeeper, session_timeout_ms=6000) as client:
-        yield client
 
 
 def registration(broker_id: int, port: int = 9092, rack: str | None = None) -> BrokerRegistration:

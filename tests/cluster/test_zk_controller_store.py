@@ -8,7 +8,6 @@ import json
 import queue
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -28,20 +27,6 @@ from kbroker.cluster.model import (
 from kbroker.cluster.zk import ControllerMovedError, ZkClient
 
 WAIT = 15
-
-
-@pytest.fixture
-def zk(zookeeper: str) -> Iterator[ZkClient]:
-    with ZkClient(zookeeper, session_timeout_ms=6000) as client:
-        client.create_top_level_paths()
-        yield client
-
-
-@pytest.fixture
-def rival(zookeeper: str, zk: ZkClient) -> Iterator[ZkClient]:
-    """Another broker's session on the same chroot."""
-    with ZkClient(zookeeper, session_timeout_ms=6000) as client:
-        yield client
 
 
 def registration(broker_id: int) -> BrokerRegistration:
@@ -82,9 +67,9 @@ def test_zk_controller_moved_error_is_the_store_interfaces_class():
     assert ControllerMovedError is controller_store.ControllerMovedError
 
 
-def test_new_partitions_get_their_first_state_in_zookeeper_from_the_controller(zk, rival):
+def test_new_partitions_get_their_first_state_in_zookeeper_from_the_controller(zk, second_session):
     zk.register_broker(registration(1))
-    rival.register_broker(registration(2))
+    second_session.register_broker(registration(2))
     core = become_controller(zk)
     created = topic("fresh", {0: (2, 1), 1: (1, 2)})
     zk.create_topic(created)
@@ -97,24 +82,24 @@ def test_new_partitions_get_their_first_state_in_zookeeper_from_the_controller(z
     assert core.context.partition_leadership_info(TopicPartition("fresh", 0)).leader_and_isr.partition_epoch == 0
 
 
-def test_a_dead_leaders_partitions_get_leaders_from_the_isr_in_zookeeper(zk, rival):
+def test_a_dead_leaders_partitions_get_leaders_from_the_isr_in_zookeeper(zk, second_session):
     zk.register_broker(registration(1))
-    rival.register_broker(registration(2))
+    second_session.register_broker(registration(2))
     zk.create_topic(topic("t", {0: (2, 1)}))
     core = become_controller(zk)
     assert state_json(zk, "t", 0)["leader"] == 2
-    rival.close()  # broker 2's session ends: its registration goes
+    second_session.close()  # broker 2's session ends: its registration goes
     events.process_broker_change(core, zk.live_brokers())
     found = state_json(zk, "t", 0)
     assert (found["leader"], found["leader_epoch"], found["isr"]) == (1, 1, [1])
 
 
-def test_a_deposed_controllers_state_change_raises_controller_moved(zk, rival):
+def test_a_deposed_controllers_state_change_raises_controller_moved(zk, second_session):
     zk.register_broker(registration(1))
     zk.create_topic(topic("t", {0: (1,)}))
     core = become_controller(zk)
     zk.resign_controller(core.context.epoch_zk_version)
-    assert rival.register_controller(2) is not None  # the epoch znode moves on
+    assert second_session.register_controller(2) is not None  # the epoch znode moves on
     created = topic("late", {0: (1,)})
     zk.create_topic(created)
     with pytest.raises(controller_store.ControllerMovedError):
@@ -143,7 +128,7 @@ def test_topic_deletion_marks_of_unknown_topics_are_dropped_by_the_controller(zk
     assert zk.topics_marked_for_deletion() == []
 
 
-def test_deleting_deletion_marks_is_fenced_on_the_controller_epoch(zk, rival):
+def test_deleting_deletion_marks_is_fenced_on_the_controller_epoch(zk, second_session):
     epoch = zk.register_controller(1)
     assert epoch is not None
     zk.mark_topic_for_deletion("a")
@@ -151,7 +136,7 @@ def test_deleting_deletion_marks_is_fenced_on_the_controller_epoch(zk, rival):
     zk.delete_topic_deletions(["a"], epoch.zk_version)
     assert zk.topics_marked_for_deletion() == ["b"]
     zk.resign_controller(epoch.zk_version)
-    assert rival.register_controller(2) is not None
+    assert second_session.register_controller(2) is not None
     with pytest.raises(ControllerMovedError):
         zk.delete_topic_deletions(["b"], epoch.zk_version)
     assert zk.topics_marked_for_deletion() == ["b"]
@@ -188,15 +173,15 @@ def test_topic_watch_fires_on_an_assignment_rewrite_until_told_to_stop(zk):
         seen.get(timeout=1)
 
 
-def test_broker_watch_sees_a_registration_rewritten_and_removed(zk, rival):
-    rival.register_broker(registration(2))
+def test_broker_watch_sees_a_registration_rewritten_and_removed(zk, second_session):
+    second_session.register_broker(registration(2))
     seen: queue.Queue[bool] = queue.Queue()
     zk.watch_broker(2, seen.put)
     assert seen.get(timeout=WAIT) is True
     moved = BrokerRegistration(2, (EndPoint("PLAINTEXT", "127.0.0.1", 9999, "PLAINTEXT"),))
-    rival.update_broker_registration(moved)
+    second_session.update_broker_registration(moved)
     assert seen.get(timeout=WAIT) is True
-    rival.close()
+    second_session.close()
     assert seen.get(timeout=WAIT) is False
 
 
