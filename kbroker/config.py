@@ -122,6 +122,7 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("log.message.downconversion.enable", _parse_bool, True),
     Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1), ">= 1"),
     Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1), ">= 1"),
+    Property("offsets.commit.timeout.ms", _parse_int, 5000, _at_least(1), ">= 1"),
     Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0), ">= 0"),
     Property("group.max.size", _parse_int, 2_147_483_647, _at_least(1), ">= 1"),
     Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(0), ">= 0"),

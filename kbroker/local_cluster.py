@@ -46,6 +46,14 @@ def start_zookeeper(jars: Path, workdir: Path) -> tuple[subprocess.Popen, str]:
     return process, f"127.0.0.1:{port}"
 
 
+def internal_topic_defaults(brokers: int, overrides: list[str]) -> list[str]:
+    """offsets.topic.replication.factor no higher than the cluster is large (unless given), as Kafka's
+    quickstart configs set it, so a one- or two-broker cluster gets its __consumer_offsets."""
+    if any(item.partition("=")[0].strip() == "offsets.topic.replication.factor" for item in overrides):
+        return []
+    return [f"offsets.topic.replication.factor={min(3, brokers)}"]
+
+
 def start_broker(broker_id: int, port: int, zookeeper: str, workdir: Path, overrides: list[str],
                  log_level: str) -> subprocess.Popen:
     properties = [f"broker.id={broker_id}", f"zookeeper.connect={zookeeper}",
@@ -136,9 +144,10 @@ def run(brokers: int, data_dir: Path, zookeeper: str | None, zookeeper_jars: Pat
                 started_zookeeper, zookeeper = start_zookeeper(zookeeper_jars, data_dir / "zookeeper")
                 processes["zookeeper"] = started_zookeeper
             ports = [base_port + i if base_port else free_port() for i in range(brokers)]
+            settings = [*internal_topic_defaults(brokers, overrides), *overrides]
             for broker_id, port in enumerate(ports, start=1):
                 processes[f"broker {broker_id}"] = start_broker(broker_id, port, zookeeper,
-                                                                data_dir / f"broker-{broker_id}", overrides, log_level)
+                                                                data_dir / f"broker-{broker_id}", settings, log_level)
             wait_until_formed(zookeeper, ports, processes)
             print(f"bootstrap.servers={','.join(f'127.0.0.1:{p}' for p in ports)}", flush=True)
             print(f"zookeeper.connect={zookeeper}", flush=True)

@@ -87,8 +87,9 @@ class RunningBroker:
             self.member.attach(self.broker)
         self.broker.on_log_dir_failure = self._on_log_dir_failure
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
-        # group commit: the connections flush staged offset commits before they send any answer
-        self.broker.coordinator.offsets.deferring = True
+        # group commit: the connections flush staged offset commits before they send any answer (a cluster's
+        # commits wait for the ISR instead)
+        self.broker.coordinator.offsets.deferring = not self.config.cluster_mode
         if before_listening is not None:
             before_listening()
         quotas = ConnectionQuotas(lambda: self.broker.config)

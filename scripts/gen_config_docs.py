@@ -19,7 +19,10 @@ NOTES = {
     "log.roll.ms": "wins over `log.roll.hours`",
     "node.id": "wins over `broker.id` when set",
     "log.flush.interval.messages": "default: flushing is left to the OS page cache, as in Kafka",
-    "offsets.topic.replication.factor": "clamped to the live brokers on a single node",
+    "offsets.topic.replication.factor": "clamped to the live brokers on a single node; in a cluster "
+                                        "`__consumer_offsets` waits until that many brokers are alive",
+    "offsets.commit.timeout.ms": "in a cluster, how long a commit waits for the ISR before "
+                                 "`COORDINATOR_NOT_AVAILABLE`",
     "socket.request.max.bytes": "a request frame announcing more closes its connection",
     "group.consumer.assignors": "KIP-848 server-side assignors; the first is the default",
     "group.coordinator.rebalance.protocols": "drop `consumer` to refuse KIP-848 heartbeats",

@@ -22,14 +22,23 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 # The inter-broker APIs of ZooKeeper mode (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
 # AlterPartition, AllocateProducerIds): a Kafka 3.9 ZooKeeper broker lists them, a single node does not
 CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 56, 67})
+# KRaft-only APIs a Kafka 3.9 ZooKeeper-mode broker does not list (ListClientMetricsResources,
+# DescribeTopicPartitions): a cluster member does not either, so clients take the paths Kafka's brokers offer
+SINGLE_NODE_ONLY_APIS = frozenset({74, 75})
+
+
+def disabled_apis(cluster_mode: bool) -> frozenset[int]:
+    """The served APIs this kind of broker neither lists nor answers (Kafka closes the connection)."""
+    return SINGLE_NODE_ONLY_APIS if cluster_mode else CLUSTER_ONLY_APIS
 
 
 def supported_versions(cluster_mode: bool = False) -> list:
     ApiVersion = messages.ApiVersionsResponse.ApiVersion
+    disabled = disabled_apis(cluster_mode)
     return [ApiVersion(api_key=h.api_key, min_version=ADVERTISED_MIN.get(h.api_key, h.min_version),
                        max_version=h.max_version)
             for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
-            if cluster_mode or h.api_key not in CLUSTER_ONLY_APIS]
+            if h.api_key not in disabled]
 
 
 def unsupported_version_response():

@@ -22,7 +22,7 @@ async def consumer_group_heartbeat(broker: Broker, header, request):
     if not coordinator.consumer_protocol_enabled:  # what Kafka's request handler answers then
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=DISABLED)
     version = header.request_api_version
-    if coordinator.offsets.partition_offline(request.group_id):  # its log dir failed: not ours any more
+    if coordinator.offsets.not_coordinating(request.group_id):  # led elsewhere, or its log dir failed
         return Response(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, error_message=None,
                         member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
     groups = coordinator.consumer_groups
@@ -58,7 +58,7 @@ async def consumer_group_describe(broker: Broker, header, request):
             entry = _error(group_id, ErrorCode.UNSUPPORTED_VERSION, DISABLED)
         elif not group_id:
             entry = _error(group_id, ErrorCode.INVALID_GROUP_ID, None)
-        elif coordinator.offsets.partition_offline(group_id):  # its log dir failed: not ours any more
+        elif coordinator.offsets.not_coordinating(group_id):  # led elsewhere, or its log dir failed
             entry = _error(group_id, ErrorCode.NOT_COORDINATOR, None)
         else:
             group = coordinator.consumer_groups.group(group_id)

@@ -96,6 +96,7 @@ async def leader_and_isr(broker, header, request):
     leaders = {b.broker_id: EndPoint(member.inter_broker_listener, b.host_name, b.port, "PLAINTEXT")
                for b in request.live_leaders}
     member.leadership_changed(changes.became_leader, changes.became_follower, leaders)
+    await member.move_coordination(changes.became_leader, changes.became_follower)
     return _leader_and_isr_response(request, version, errors)
 
 
@@ -142,6 +143,7 @@ async def stop_replica(broker, header, request):
         if error:
             return _stop_replica_response(partitions, {}, error)
         errors.update(found)
+        member.stop_coordinating(key for key, e in found.items() if not e)
         if delete:
             member.delete_logs([key for key, e in found.items() if not e])
     return _stop_replica_response(partitions, errors)

@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import kbroker.apis  # noqa: F401 - registers the handlers
-from kbroker.apis.api_versions import unsupported_version_response
+from kbroker.apis.api_versions import disabled_apis, unsupported_version_response
 from kbroker.apis.registry import HANDLERS, Handler
 from wire import DecodeError, EncodeError, headers, messages
 from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 API_VERSIONS = 18
+_DISABLED = {mode: disabled_apis(mode) for mode in (False, True)}  # by cluster mode
 _SIZE = struct.Struct(">i")
 _PLACEHOLDER = bytes(4)  # the size prefix, filled in once the response is encoded
 
@@ -97,7 +98,7 @@ async def dispatch(broker, frame: bytes, start: int = 0) -> ResponseFrame | None
         raise MalformedRequest(f"unreadable request header: {error}") from None
     api_key, version = header.request_api_key, header.request_api_version
     handler = HANDLERS.get(api_key)
-    if handler is None or not handler.supports(version):
+    if handler is None or not handler.supports(version) or api_key in _DISABLED[broker.config.cluster_mode]:
         return _unsupported(header, api_key, version)
     route = _route(handler, api_key, version)
     try:
@@ -128,7 +129,7 @@ def _unsupported(header, api_key: int, version: int) -> ResponseFrame:
         return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response())
     if api_key not in messages.apis():
         raise MalformedRequest(f"unknown API key {api_key}")
-    if api_key in HANDLERS:  # a served API at a version outside its range: Kafka closes the connection
+    if api_key in HANDLERS:  # a served API at a version outside its range, or not enabled: Kafka closes the connection
         raise MalformedRequest(f"{messages.api(api_key).name} v{version} is not served")
     return _frame(header.correlation_id, api_key, _closest_version(api_key, version),
                   _error_response(api_key, ErrorCode.UNSUPPORTED_VERSION))

@@ -13,9 +13,9 @@ from wire.errors import ErrorCode
 
 
 def _not_coordinator(broker: Broker, group_id: str) -> ErrorCode | None:
-    """NOT_COORDINATOR when the group's __consumer_offsets partition is offline (its log dir
-    failed): as Kafka, this broker no longer coordinates the group."""
-    return ErrorCode.NOT_COORDINATOR if broker.coordinator.offsets.partition_offline(group_id) else None
+    """NOT_COORDINATOR when another broker leads the group's __consumer_offsets partition, or its log
+    dir failed here: as Kafka, this broker does not coordinate the group."""
+    return ErrorCode.NOT_COORDINATOR if broker.coordinator.offsets.not_coordinating(group_id) else None
 
 
 @handles(11)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kbroker.apis.registry import handles
 from kbroker.authorization import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.broker import LEADER_EPOCH, Broker, Topic, topic_name_problem
+from kbroker.coordinator.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
@@ -54,7 +55,7 @@ def _cluster_topic(cache, name: str) -> object:
                                           topic_authorized_operations=OPERATIONS_NOT_REQUESTED)
 
 
-def _cluster_requested(cache, requested) -> object:
+async def _cluster_requested(broker: Broker, cache, requested, allow_auto_create: bool) -> object:
     name = requested.name
     if name is None:
         name = cache.topic_name(requested.topic_id)
@@ -64,14 +65,31 @@ def _cluster_requested(cache, requested) -> object:
         return _cluster_topic(cache, name)
     if topic_name_problem(name):
         return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if allow_auto_create and broker.config["auto.create.topics.enable"]:
+        return _missing(name, None, await _create_in_cluster(broker, name))
     return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _cluster_metadata(broker: Broker, cache, request, version: int, all_topics: bool):
+async def _create_in_cluster(broker: Broker, name: str) -> ErrorCode:
+    """Kafka 3.9's auto-creation in ZooKeeper mode: num.partitions x default.replication.factor (the internal
+    topic with its own settings); LEADER_NOT_AVAILABLE until it has leaders."""
+    from kbroker.cluster.topic_admin import TopicAdmin
+
+    config, admin = broker.config, TopicAdmin(broker.cluster)
+    if name == OFFSETS_TOPIC:
+        return await admin.create_automatically(name, int(config["offsets.topic.num.partitions"]),
+                                                int(config["offsets.topic.replication.factor"]),
+                                                OFFSETS_TOPIC_CONFIGS)
+    return await admin.create_automatically(name, int(config["num.partitions"]),
+                                            int(config["default.replication.factor"]), {})
+
+
+async def _cluster_metadata(broker: Broker, cache, request, version: int, all_topics: bool):
     if all_topics:
         topics = [_cluster_topic(cache, name) for name in cache.topics()]
     else:
-        topics = [_cluster_requested(cache, r) for r in request.topics]
+        allow = request.allow_auto_topic_creation if version >= 4 else True
+        topics = [await _cluster_requested(broker, cache, r, allow) for r in request.topics]
     if version >= 8 and request.include_topic_authorized_operations:
         _add_topic_operations(topics)
     brokers = [Response.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r)
@@ -148,7 +166,7 @@ async def metadata(broker: Broker, header, request):
     all_topics = request.topics is None or (version == 0 and not request.topics)
     cache = _cluster(broker)
     if cache is not None:
-        return _cluster_metadata(broker, cache, request, version, all_topics)
+        return await _cluster_metadata(broker, cache, request, version, all_topics)
     # as Kafka, one topic id in the request makes it a request by id, whatever the names say (the Java
     # consumer asks for the topics of a broker-resolved regex by id, with empty names)
     topic_ids = [] if all_topics or version < 12 else \

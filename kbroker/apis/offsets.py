@@ -8,7 +8,15 @@ import logging
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.coordinator.groups import Group, GroupState
-from kbroker.coordinator.offsets import OFFSETS_TOPIC, CommittedOffset, OffsetStore
+from kbroker.coordinator.hashing import partition_for
+from kbroker.coordinator.offsets import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIGS,
+    CommittedOffset,
+    CoordinatorWriteError,
+    OffsetStore,
+    coordinator_error,
+)
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
 from wire.errors import ErrorCode
@@ -25,7 +33,7 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
     if key_type == KEY_TYPE_GROUP:
         if not key:
             return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
-        if broker.coordinator.offsets.partition_offline(key):  # builds the coordinator on first use
+        if broker.coordinator.offsets.not_coordinating(key):  # builds the coordinator on first use
             # its __consumer_offsets partition has no leader: Kafka's answer for such a group
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
@@ -34,11 +42,11 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
     return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
 
 
-def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+async def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, str | None,
+                                                                               tuple[int, str, int]]:
     """A cluster member's answer, from its metadata cache: the leader of the key's __consumer_offsets partition
-    (Kafka's Utils.abs(groupId.hashCode) % partitions), on the listener this broker advertises."""
-    from kbroker.cluster.fetcher import java_abs, java_string_hash
-
+    (Kafka's Utils.abs(groupId.hashCode) % partitions), on the listener this broker advertises. A missing topic
+    is created first, as Kafka does, and the answer is COORDINATOR_NOT_AVAILABLE until it has leaders."""
     nowhere = (-1, "", -1)
     if key_type == KEY_TYPE_TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet", nowhere
@@ -48,18 +56,34 @@ def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, 
         return ErrorCode.INVALID_REQUEST, "Group id must not be empty", nowhere
     cache = broker.cluster.metadata
     partitions = cache.partitions(OFFSETS_TOPIC)
-    if partitions:  # Kafka creates the topic here when it is missing; kbroker does not yet (left to the controller)
-        state = partitions[java_abs(java_string_hash(key)) % len(partitions)]
+    if not partitions:
+        await _create_offsets_topic(broker)
+    else:
+        state = partitions[partition_for(key, len(partitions))]
         endpoint = cache.endpoint(state.leader, broker.advertised_listener.name)
         if endpoint is not None:
             return ErrorCode.NONE, None, (state.leader, endpoint.host, endpoint.port)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", nowhere
 
 
-def _locate(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+async def _create_offsets_topic(broker: Broker) -> None:
+    """Kafka's creation of __consumer_offsets on the first FindCoordinator: offsets.topic.num.partitions
+    partitions of offsets.topic.replication.factor replicas over the live brokers, written to ZooKeeper. It
+    fails while fewer brokers are alive than that factor (the client keeps asking, as against Kafka)."""
+    from kbroker.cluster.topic_admin import TopicAdmin
+
+    config = broker.config
+    error = await TopicAdmin(broker.cluster).create_automatically(
+        OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]), int(config["offsets.topic.replication.factor"]),
+        OFFSETS_TOPIC_CONFIGS)
+    if error != ErrorCode.LEADER_NOT_AVAILABLE:
+        log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, error.name)
+
+
+async def _locate(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
     """(error, message, (node id, host, port)) for one key: this node, or what the cluster's metadata says."""
     if getattr(broker, "cluster", None) is not None:
-        return _cluster_coordinator(broker, key, key_type)
+        return await _cluster_coordinator(broker, key, key_type)
     error, message = _coordinator_for(broker, key, key_type)
     listener = broker.advertised_listener
     node = (broker.node_id, listener.host, listener.port) if error == ErrorCode.NONE else (-1, "", -1)
@@ -73,11 +97,11 @@ async def find_coordinator(broker: Broker, header, request):
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, (node_id, host, port) = _locate(broker, key, request.key_type)
+            error, message, (node_id, host, port) = await _locate(broker, key, request.key_type)
             coordinators.append(Response.Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error,
                                                      error_message=message))
         return Response(throttle_time_ms=0, coordinators=coordinators)
-    error, message, (node_id, host, port) = _locate(broker, request.key, request.key_type if version >= 1 else 0)
+    error, message, (node_id, host, port) = await _locate(broker, request.key, request.key_type if version >= 1 else 0)
     ok = error == ErrorCode.NONE
     response = Response(error_code=error, node_id=node_id, host=host, port=port)
     if version >= 1:  # ErrorMessage exists from v1; Kafka writes the error's name there on success
@@ -112,7 +136,7 @@ async def offset_commit(broker: Broker, header, request):
     if consumer_group is not None:  # a KIP-848 group: member epochs, not generations
         error = coordinator.consumer_groups.validate_offset_commit(
             consumer_group, request.member_id, request.generation_id_or_member_epoch, version)
-    if group_id and coordinator.offsets.partition_offline(group_id):
+    if group_id and coordinator.offsets.not_coordinating(group_id):
         error = ErrorCode.NOT_COORDINATOR  # its log dir failed: this broker no longer coordinates the group
     now = now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
@@ -141,22 +165,42 @@ async def offset_commit(broker: Broker, header, request):
         # name and topic_id are both ignorable: the encoder keeps whichever the version has
         topics.append(Topic_(name=name, topic_id=topic_id, partitions=partitions))
     if commits:
-        _store_commits(coordinator.offsets, group_id, commits, now, topics)
+        store = coordinator.offsets
+        previous = [(group_id, tp, store.fetch(group_id, *tp)) for tp in commits] if store.owned is not None else []
+        end = _store_commits(store, group_id, commits, now, topics)
+        if end is not None and store.owned is not None:  # a cluster: answered once the ISR has the commit
+            await _wait_for_replicas(broker, store, group_id, end, previous, topics)
         if group is None and consumer_group is None and not error:
             coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
     return Response(throttle_time_ms=0, topics=topics)
 
 
 def _store_commits(store: OffsetStore, group_id: str, commits: dict[tuple[str, int], CommittedOffset], now: int,
-                   topics: list) -> None:
-    """Append the commits; when that fails, the partitions that were to be committed say so."""
+                   topics: list) -> int | None:
+    """Append the commits (the offset after them, if appended now); when that fails, the partitions
+    that were to be committed say so."""
     try:
-        store.commit(group_id, commits, now)
+        return store.commit(group_id, commits, now)
     except LogDirOfflineError:
         _fail_commits(topics, ErrorCode.NOT_COORDINATOR)  # Kafka's mapping of KAFKA_STORAGE_ERROR for a commit
+    except CoordinatorWriteError as error:
+        _fail_commits(topics, error.error_code)
     except Exception:
         log.exception("cannot append the offsets of group %s to %s", group_id, OFFSETS_TOPIC)
         _fail_commits(topics, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return None
+
+
+async def _wait_for_replicas(broker: Broker, store: OffsetStore, group_id: str, end: int, previous: list,
+                             topics: list) -> None:
+    """Kafka's acks=all for a commit: it holds once the high watermark passes it, within
+    offsets.commit.timeout.ms; otherwise the partitions say why and the cache forgets the commit."""
+    key = (OFFSETS_TOPIC, store.partition_for(group_id))
+    errors = await broker.replicas.wait_for_acks({key: end}, int(broker.config["offsets.commit.timeout.ms"]))
+    error = coordinator_error(errors.get(key, ErrorCode.NONE))
+    if error:
+        store.undo_commits(previous)
+        _fail_commits(topics, error)
 
 
 def _fail_commits(topics: list, error: ErrorCode) -> None:
@@ -214,7 +258,7 @@ async def offset_fetch(broker: Broker, header, request):
 
         groups = []
         for g in request.groups:
-            if broker.coordinator.offsets.partition_offline(g.group_id):
+            if broker.coordinator.offsets.not_coordinating(g.group_id):
                 groups.append(Group_(group_id=g.group_id, error_code=ErrorCode.NOT_COORDINATOR, topics=[]))
                 continue
             if version >= 9:  # a KIP-848 member names itself and its epoch
@@ -233,7 +277,7 @@ async def offset_fetch(broker: Broker, header, request):
         return Response(throttle_time_ms=0, groups=groups)
     Topic_ = Response.OffsetFetchResponseTopic
     Partition_ = Response.OffsetFetchResponsePartition
-    if broker.coordinator.offsets.partition_offline(request.group_id):
+    if broker.coordinator.offsets.not_coordinating(request.group_id):
         return Response(topics=[], error_code=ErrorCode.NOT_COORDINATOR)  # v2+ has the field; v0-1 get no topics
     topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
     found = _fetch_group(broker, request.group_id, topics)
@@ -271,7 +315,7 @@ async def offset_delete(broker: Broker, header, request):
     """Drop committed offsets of partitions the group no longer consumes (KIP-496)."""
     Response = messages.OffsetDeleteResponse
     coordinator = broker.coordinator
-    if coordinator.offsets.partition_offline(request.group_id):  # its log dir failed: not ours any more
+    if coordinator.offsets.not_coordinating(request.group_id):  # led elsewhere, or its log dir failed
         return Response(error_code=ErrorCode.NOT_COORDINATOR, throttle_time_ms=0, topics=[])
     group = coordinator.groups.group(request.group_id)
     consumer_group = coordinator.consumer_groups.group(request.group_id)
@@ -300,7 +344,10 @@ async def offset_delete(broker: Broker, header, request):
             partitions.append(Response.OffsetDeleteResponsePartition(partition_index=p.partition_index,
                                                                      error_code=code))
         topics.append(Response.OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
-    coordinator.offsets.delete(request.group_id, doomed, now_ms())
+    try:
+        coordinator.offsets.delete(request.group_id, doomed, now_ms())
+    except CoordinatorWriteError as error:
+        return Response(error_code=error.error_code, throttle_time_ms=0, topics=[])
     return Response(error_code=0, throttle_time_ms=0, topics=topics)
 
 
@@ -316,7 +363,7 @@ async def delete_groups(broker: Broker, header, request):
         offsets = coordinator.offsets.group_offsets(group_id)
         if not group_id:
             code = ErrorCode.INVALID_GROUP_ID
-        elif coordinator.offsets.partition_offline(group_id):
+        elif coordinator.offsets.not_coordinating(group_id):
             code = ErrorCode.NOT_COORDINATOR
         elif group is None and consumer_group is None and not offsets:
             code = ErrorCode.GROUP_ID_NOT_FOUND
@@ -324,8 +371,16 @@ async def delete_groups(broker: Broker, header, request):
                 (group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)):
             code = ErrorCode.NON_EMPTY_GROUP
         else:
-            coordinator.offsets.delete(group_id, list(offsets), now_ms())
-            coordinator.forget_group(group_id)
-            code = ErrorCode.NONE
+            code = _delete_group(coordinator, group_id, list(offsets))
         results.append(Response.DeletableGroupResult(group_id=group_id, error_code=code))
     return Response(throttle_time_ms=0, results=results)
+
+
+def _delete_group(coordinator, group_id: str, offsets: list[tuple[str, int]]) -> int:
+    """Tombstones for the group's offsets and metadata; Kafka's error for the group if appending them failed."""
+    try:
+        coordinator.offsets.delete(group_id, offsets, now_ms())
+        coordinator.forget_group(group_id)
+    except CoordinatorWriteError as error:
+        return error.error_code
+    return ErrorCode.NONE

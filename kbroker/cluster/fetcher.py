@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from kbroker.cluster.broker_connection import BrokerConnection
 from kbroker.cluster.model import EndPoint
 from kbroker.cluster.partition import NO_EPOCH, Partition, Role
+from kbroker.coordinator.hashing import java_string_hash
 from kbroker.log.partition_log import PartitionLog
 from wire import messages
 from wire.errors import ErrorCode
@@ -40,15 +41,6 @@ LIST_OFFSETS_VERSION = 7  # ListOffsets with replica_id, as the follower asks th
 LATEST, EARLIEST = -1, -2
 ZERO_UUID = uuid.UUID(int=0)
 TopicPartition = tuple[str, int]
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (UTF-16 code units, 32-bit overflow)."""
-    value = 0
-    encoded = text.encode("utf-16-be")
-    for i in range(0, len(encoded), 2):
-        value = (31 * value + int.from_bytes(encoded[i:i + 2], "big")) & 0xFFFFFFFF
-    return _int32(value)
 
 
 def _int32(value: int) -> int:

@@ -35,6 +35,7 @@ from kbroker.cluster.partition import Partition, Role
 from kbroker.cluster.producer_ids import ProducerIdManager
 from kbroker.cluster.zk import ZkClient
 from kbroker.config import BrokerConfig, build
+from kbroker.coordinator.offsets import OFFSETS_TOPIC
 from kbroker.log.checkpoints import read_meta_properties
 from kbroker.log.errors import LogDirOfflineError
 from wire.errors import ErrorCode
@@ -220,6 +221,29 @@ class ClusterMember:
         self.fetchers.remove_partitions([(p.topic, p.index) for p in leaders])
         self._follow(followers, live_leaders)
         self._spawn(self.fetchers.shutdown_idle_fetchers())
+
+    async def move_coordination(self, leaders: Iterable[Partition], others: Iterable[Partition]) -> None:
+        """Kafka's onLeadershipChange for the group coordinator: the groups of the `__consumer_offsets`
+        partitions led here now are loaded, those of partitions followed or stopped here are let go."""
+        led = [p.index for p in leaders if p.topic == OFFSETS_TOPIC]
+        self.stop_coordinating((p.topic, p.index) for p in others)
+        if led:
+            coordinator = self.broker.coordinator
+            count = len(self.metadata.partitions(OFFSETS_TOPIC))
+            if not count:  # LeaderAndIsr may come before the UpdateMetadata that names the topic
+                assignment = await asyncio.to_thread(self.zk.topic_assignment, OFFSETS_TOPIC)
+                count = len(assignment.partitions) if assignment is not None else \
+                    int(self.config["offsets.topic.num.partitions"])  # type: ignore[call-overload]
+            for index in led:
+                partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
+                if partition is not None and partition.is_leader:  # still, after the wait for ZooKeeper
+                    coordinator.load_partition(index, count)
+
+    def stop_coordinating(self, keys: Iterable[tuple[str, int]]) -> None:
+        """The groups of these partitions (those of `__consumer_offsets`) are no longer coordinated here."""
+        for topic, index in keys:
+            if topic == OFFSETS_TOPIC:
+                self.broker.coordinator.unload_partition(index)
 
     def _follow(self, followers: Iterable[Partition], live_leaders: dict[int, EndPoint]) -> None:
         adding = []

@@ -72,6 +72,18 @@ class TopicAdmin:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, str(error)) from None
         return assignment.topic_id
 
+    async def create_automatically(self, name: str, partitions: int, replication_factor: int,
+                                   configs: Mapping[str, str]) -> ErrorCode:
+        """Kafka's auto-creation in ZooKeeper mode: the broker asked writes the topic itself, controller or not.
+        The answer for the topic: LEADER_NOT_AVAILABLE while it gets its leaders, or why it cannot be created
+        (INVALID_REPLICATION_FACTOR while fewer brokers are alive than the factor)."""
+        try:
+            await self.create(name, self.place(name, partitions, replication_factor, {}), configs)
+        except TopicError as error:
+            if error.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode(error.error_code)
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
     def has_leaders(self, name: str, partition_count: int) -> bool:
         """DelayedCreatePartitions' test: the metadata cache knows a leader for every partition."""
         found = self.member.metadata.partitions(name)

@@ -496,8 +496,19 @@ class ConsumerGroupCoordinator:
                     timers.revocation_deadline = now + max(member.rebalance_timeout_ms, 0)
                     timers.revocation_epoch = member.member_epoch
             self.groups[group_id] = group
+            if self._started:  # loaded after start: this broker just became the group's coordinator
+                for member_id in group.members:
+                    self._arm(group, member_id)
             log.info("Loaded consumer group %s at epoch %d with %d members.", group_id, group.group_epoch,
                      len(group.members))
+
+    def unload(self, group_ids: Iterable[str]) -> None:
+        """Another broker coordinates these groups now: out of memory (their records stay)."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                for timers in group.timers.values():
+                    timers.cancel()
 
     @contextlib.contextmanager
     def _recording(self, group_id: str) -> Iterator[None]:

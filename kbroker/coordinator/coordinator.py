@@ -9,7 +9,7 @@ import time
 from kbroker.coordinator.consumer_group_records import ConsumerGroupOffsetStore
 from kbroker.coordinator.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupState
 from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member
-from kbroker.coordinator.offsets import GROUP_VALUE_VERSION
+from kbroker.coordinator.offsets import GROUP_VALUE_VERSION, OFFSETS_TOPIC
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -41,6 +41,42 @@ class Coordinator:
             int(config["group.consumer.session.timeout.ms"]), config["group.consumer.assignors"],
             claim_group_id=self._claim_for_consumer_group, persist=self.offsets.write_consumer_group_records)
         self.consumer_groups.load(self.offsets.consumer_groups)
+
+    # --- a cluster: the groups of the partitions this broker leads ------------------------------
+
+    def load_partition(self, partition: int, partition_count: int) -> None:
+        """This broker became the leader of `__consumer_offsets`-`partition`: its groups are read
+        from the log and served from now on (Kafka's onElection). Nothing if already loaded."""
+        store = self.offsets
+        if store.owned is None or partition in store.owned:
+            return
+        store.partitions = partition_count
+        store.consumer_groups = {}
+        store.replay_partition(partition)
+        for group_id, raw in list(store.loaded_groups.items()):
+            if store.partition_for(group_id) == partition and group_id not in self.groups.groups:
+                try:
+                    self.groups.adopt(restore_group(group_id, raw))
+                except Exception:
+                    log.exception("skipping unreadable metadata of group %s", group_id)
+        self.consumer_groups.load(store.consumer_groups)
+        store.consumer_groups = {}
+        store.owned.add(partition)
+        log.info("coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads `__consumer_offsets`-`partition` now: its groups leave memory, parked
+        joins and syncs get NOT_COORDINATOR (Kafka's onResignation)."""
+        store = self.offsets
+        if store.owned is None or partition not in store.owned:
+            return
+        store.owned.discard(partition)
+        known = {*store.offsets, *store.loaded_groups, *self.groups.groups, *self.consumer_groups.groups}
+        leaving = [group_id for group_id in known if store.partition_for(group_id) == partition]
+        self.groups.unload(leaving)
+        self.consumer_groups.unload(leaving)
+        store.forget_groups(leaving)
+        log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
 
     def _claim_for_consumer_group(self, group_id: str) -> bool:
         """A KIP-848 group may take over an id whose classic group has no members (Kafka deletes

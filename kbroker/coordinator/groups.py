@@ -29,7 +29,7 @@ import asyncio
 import enum
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from wire.errors import ErrorCode
@@ -189,15 +189,33 @@ class GroupCoordinator:
         """Stop the timers and answer parked joins and syncs with NOT_COORDINATOR, so a shutdown
         never waits out a rebalance timeout and clients go looking for the coordinator again."""
         for group in self.groups.values():
-            for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
-                if timer is not None:
-                    timer.cancel()
-            group.join_timer = group.sync_timer = None
-            group.pending_timers.clear()
+            self._let_go(group)
+
+    def adopt(self, group: Group) -> None:
+        """A group loaded after start (this broker became its partition's leader): its members'
+        session timers start now, as Kafka's onLoaded."""
+        self.groups[group.group_id] = group
+        if self._started:
             for member in group.members.values():
-                _cancel_session_timer(member)
-                self._finish_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
-                self._finish_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+                self._reschedule_heartbeat(group, member)
+
+    def unload(self, group_ids: Iterable[str]) -> None:
+        """Another broker coordinates these groups now: out of memory, parked requests answered."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                self._let_go(group)
+
+    def _let_go(self, group: Group) -> None:
+        for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
+            if timer is not None:
+                timer.cancel()
+        group.join_timer = group.sync_timer = None
+        group.pending_timers.clear()
+        for member in group.members.values():
+            _cancel_session_timer(member)
+            self._finish_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
+            self._finish_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
     # --- session timers -------------------------------------------------------------------
 

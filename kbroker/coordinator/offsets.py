@@ -17,6 +17,12 @@ and appended later, one batch per partition for all the commits of a burst, by
 is acknowledged before it is in the log). Kafka's coordinator runtime batches the writes of
 many requests the same way (group.coordinator.append.linger.ms); here the window is one
 burst of requests read together, so no request waits for a timer.
+
+In a cluster (zookeeper.connect set) a broker coordinates only the groups whose partition it
+leads: `owned` holds those partitions, `replay_partition` loads one when this broker becomes
+its leader and `forget_groups` drops them when it stops leading it. Appends there ask the
+ISR's min.insync.replicas, and the commit handler waits for the high watermark (acks=all),
+as Kafka's coordinator does; commits are then never deferred.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c
@@ -32,13 +38,17 @@ import crc32c
 from kbroker.coordinator.hashing import partition_for
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
+from wire.errors import ErrorCode
 from wire.records import iter_records, read_batch_header
 from wire.varint import encode_varint
 
 log = logging.getLogger(__name__)
-ACKS_LEADER = 1  # the ISR is not waited for (see _append_to)
+ACKS_LEADER = 1  # a single node: the ISR is itself
+ACKS_ALL = -1    # a cluster: min.insync.replicas is checked, and commits wait for the high watermark
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# what Kafka gives the topic when a cluster creates it (offsets.topic.segment.bytes' default among them)
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 KEY_VERSION = 1          # offset-commit keys are versions 0 and 1; 2 is group metadata
 VALUE_VERSION = 3        # the newest non-flexible value, with the leader epoch
 GROUP_KEY_VERSION = 2
@@ -60,6 +70,27 @@ _NO_PRODUCER = -1
 _SMALL_VARINTS = tuple(encode_varint(i) for i in range(64))  # one byte each
 _KEY_CACHE_LIMIT = 100_000
 _DEFERRED_BATCH_BYTES = 512 * 1024  # a burst's commits as batches well under max.message.bytes (1 MiB)
+
+
+class CoordinatorWriteError(Exception):
+    """An append to the group's partition failed with `error_code`, already mapped the way Kafka's
+    coordinator maps a failed append for its clients (see `coordinator_error`)."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def coordinator_error(error_code: int) -> int:
+    """Kafka's answer for a group whose append failed with `error_code` (GroupMetadataManager's mapping)."""
+    if error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                      ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error_code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return ErrorCode.UNKNOWN_SERVER_ERROR if error_code else ErrorCode.NONE
 
 
 class CommittedOffset(NamedTuple):
@@ -181,51 +212,67 @@ class OffsetStore:
         # partition -> (group, (topic, partition), cached value before the commit), to undo a failed flush
         self._undo: dict[int, list[tuple[str, tuple[str, int], CommittedOffset | None]]] = {}
         self._lost_pending = False  # a flush failed since flush_pending last answered
+        # the partitions whose groups this broker coordinates; None: all of them (a single node)
+        self.owned: set[int] | None = set() if broker.config.cluster_mode else None
         topic = broker.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
+        if topic is not None and self.owned is None:
             self.partitions = topic.partitions
             self._replay()
 
     def partition_for(self, group: str) -> int:
         return partition_for(group, self.partitions)
 
-    def partition_offline(self, group: str) -> bool:
-        """Whether the group's partition of the topic sits in a failed log dir: this broker can
-        no longer coordinate the group (Kafka resigns it as that partition's leader)."""
+    def not_coordinating(self, group: str) -> bool:
+        """Whether this broker does not coordinate the group: in a cluster, another broker leads its
+        partition; anywhere, the partition sits in a failed log dir (Kafka resigns it as leader)."""
+        partition = self.partition_for(group)
+        if self.owned is not None and partition not in self.owned:
+            return True
         logs = self.broker.logs
-        return logs.has_offline_partitions and logs.is_offline(OFFSETS_TOPIC, self.partition_for(group))
+        return logs.has_offline_partitions and logs.is_offline(OFFSETS_TOPIC, partition)
 
     def _ensure_topic(self) -> None:
-        """Create the topic on first use, as Kafka does when the first group needs it."""
-        if OFFSETS_TOPIC not in self.broker.topics:
+        """Create the topic on first use, as Kafka does when the first group needs it (a cluster
+        creates it through ZooKeeper when FindCoordinator first asks)."""
+        if self.owned is None and OFFSETS_TOPIC not in self.broker.topics:
             self.broker.create_topic(OFFSETS_TOPIC, self.partitions, {"cleanup.policy": "compact"})
 
     def _replay(self) -> None:
         """Rebuild the cache by reading every partition from its start (later records win)."""
         for partition in range(self.partitions):
-            plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
-            if plog is None:
-                continue
-            offset = plog.log_start_offset
-            while offset < plog.log_end_offset:
-                chunk = plog.read(offset, _REPLAY_CHUNK)
-                if chunk is None:
-                    break
-                buf = chunk.read_bytes()
-                pos = 0
-                while pos + 61 <= len(buf):
-                    header = read_batch_header(buf, pos)
-                    if pos + header.size > len(buf):
-                        break
-                    if not header.is_control:
-                        for record in iter_records(buf, pos):
-                            self._apply(record.key, record.value)
-                    offset = header.base_offset + header.last_offset_delta + 1
-                    pos += header.size
-                if pos == 0:
-                    break  # cannot make progress; leave the rest unread rather than loop
-        self._replayed_keys = {}
+            self.replay_partition(partition)
         log.info("loaded committed offsets of %d groups", len(self.offsets))
+
+    def replay_partition(self, partition: int) -> None:
+        """Add the groups of one partition to the cache, read from its start (later records win)."""
+        plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            chunk = plog.read(offset, _REPLAY_CHUNK)
+            if chunk is None:
+                break
+            buf = chunk.read_bytes()
+            pos = 0
+            while pos + 61 <= len(buf):
+                header = read_batch_header(buf, pos)
+                if pos + header.size > len(buf):
+                    break
+                if not header.is_control:
+                    for record in iter_records(buf, pos):
+                        self._apply(record.key, record.value)
+                offset = header.base_offset + header.last_offset_delta + 1
+                pos += header.size
+            if pos == 0:
+                break  # cannot make progress; leave the rest unread rather than loop
+        self._replayed_keys = {}
+
+    def forget_groups(self, group_ids: Iterable[str]) -> None:
+        """Drop groups from the cache, their records staying in the log (another broker leads them now)."""
+        for group_id in group_ids:
+            self.offsets.pop(group_id, None)
+            self.loaded_groups.pop(group_id, None)
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if not key:
@@ -256,28 +303,35 @@ class OffsetStore:
         elif group_id is not None:
             self.loaded_groups[group_id] = bytes(value)
 
-    def _append(self, group: str, fields: Sequence[tuple[bytes, bytes]], now_ms: int) -> None:
+    def _append(self, group: str, fields: Sequence[tuple[bytes, bytes]], now_ms: int) -> int:
         """One batch of (key field, value field) records in the group's partition, after any
-        deferred commits (a tombstone must follow the commit it deletes)."""
+        deferred commits (a tombstone must follow the commit it deletes); the offset after it."""
         if self._pending and not self.flush_pending():
             self._lost_pending = True  # flush_pending tells the network layer when it asks
-        self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms)
+        return self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms)
 
-    def _append_to(self, partition: int, batch: bytes, now_ms: int) -> None:
-        """Appended as the partition's leader (its leader epoch stamped in), which moves the high
-        watermark: at once on a single node, whose ISR is itself. Kafka's coordinator answers a commit
-        only once the ISR has it (acks=all); waiting for followers is not done here yet."""
+    def _append_to(self, partition: int, batch: bytes, now_ms: int) -> int:
+        """Appended as the partition's leader (its leader epoch stamped in); the offset after the batch,
+        which the high watermark must pass before the append counts as committed (at once on a single
+        node, whose ISR is itself). In a cluster a refused append raises CoordinatorWriteError."""
         self._ensure_topic()
         plog = self.writable_log(partition)
         leader = self.broker.replicas.get(OFFSETS_TOPIC, partition)
         if leader is None:
             raise LogDirOfflineError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         try:
-            leader.append_as_leader(batch, now_ms, ACKS_LEADER, coordinator=True)
+            info = leader.append_as_leader(batch, now_ms, ACKS_LEADER if self.owned is None else ACKS_ALL,
+                                           coordinator=True)
         except OSError as error:
             raise self.broker.logs.io_error(plog, error, f"appending records to {OFFSETS_TOPIC}-{partition}") \
                 from error
+        except Exception as error:
+            code = getattr(error, "error_code", None)  # kbroker.cluster.partition.ReplicationError
+            if code is None:
+                raise
+            raise CoordinatorWriteError(coordinator_error(code), str(error)) from error
         self.broker.notify_appended(OFFSETS_TOPIC, partition)
+        return info.last_offset + 1
 
     def writable_log(self, partition: int):
         """The partition's log; LogDirOfflineError when its log dir has failed."""
@@ -300,18 +354,18 @@ class OffsetStore:
         """A group-metadata record (None: its tombstone) in the group's partition."""
         self._append(group, [(length_prefixed(encode_group_key(group)), length_prefixed(value))], now_ms)
 
-    def commit(self, group: str, commits: dict[tuple[str, int], CommittedOffset], now_ms: int) -> None:
+    def commit(self, group: str, commits: dict[tuple[str, int], CommittedOffset], now_ms: int) -> int | None:
         """Append the commits as one batch to the group's partition (or, deferring, stage them for
-        `flush_pending`), then update the cache."""
+        `flush_pending`), then update the cache. Appended now: the offset the high watermark must reach."""
         if not commits:
-            return
+            return None
         key_field = self._key_field
         fields = [(key_field(group, topic, partition), value_field(committed))
                   for (topic, partition), committed in commits.items()]
         if not self.deferring:
-            self._append(group, fields, now_ms)
+            end = self._append(group, fields, now_ms)
             self.offsets.setdefault(group, {}).update(commits)
-            return
+            return end
         partition = self.partition_for(group)
         self._pending.setdefault(partition, []).extend(fields)
         cached = self.offsets.setdefault(group, {})
@@ -319,6 +373,7 @@ class OffsetStore:
         for topic_partition, committed in commits.items():
             undo.append((group, topic_partition, cached.get(topic_partition)))
             cached[topic_partition] = committed
+        return None
 
     def flush_pending(self) -> bool:
         """Append the deferred commits, one batch per partition. False when some could not be
@@ -339,11 +394,12 @@ class OffsetStore:
             except Exception:
                 log.exception("cannot append %d deferred offset commits to %s-%d", len(fields), OFFSETS_TOPIC,
                               partition)
-                self._undo_commits(undo[partition])
+                self.undo_commits(undo[partition])
                 ok = False
         return ok
 
-    def _undo_commits(self, undo: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> None:
+    def undo_commits(self, undo: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> None:
+        """Put back what (group, partition, previous value) entries say, newest first."""
         for group, topic_partition, previous in reversed(undo):
             cached = self.offsets.get(group)
             if cached is None:

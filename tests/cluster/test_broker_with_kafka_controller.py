@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
@@ -339,6 +340,22 @@ def test_kbroker_in_cluster_mode_advertises_the_controller_to_broker_apis(cluste
     assert (ranges[4], ranges[5], ranges[6]) == ((0, 7), (0, 4), (0, 8))  # as a Kafka 3.9 ZooKeeper-mode broker
 
 
+def api_keys(port: int) -> set[int]:
+    client = peer_lib.WireClient("127.0.0.1", port)
+    try:
+        answer = client.call(18, 3, messages.ApiVersionsRequest(client_software_name="t",
+                                                                client_software_version="1")).body
+    finally:
+        client.close()
+    return {v.api_key for v in answer.api_keys}
+
+
+def test_kbroker_in_cluster_mode_advertises_no_api_a_kafka_zookeeper_broker_lacks(cluster: Cluster) -> None:
+    """An API Kafka's ZooKeeper-mode broker does not have (KRaft-only ones such as DescribeTopicPartitions) would
+    send clients down a path that the cluster cannot answer as Kafka does."""
+    assert api_keys(cluster.kbroker.port) - api_keys(cluster.kafka.port) == set()
+
+
 def find_coordinator(port: int, group: str) -> tuple[int, int, int]:
     """(error, node id, port) FindCoordinator v3 answers for `group`."""
     client = peer_lib.WireClient("127.0.0.1", port)
@@ -360,6 +377,21 @@ def test_kbroker_names_the_same_group_coordinator_as_kafka(cluster: Cluster) -> 
     assert {node for _, node, _ in kafka_says.values()} == {KAFKA_ID, KBROKER_ID}  # both lead offsets partitions
     wait_until(lambda: all(find_coordinator(cluster.kbroker.port, g) == kafka_says[g] for g in groups),
                "kbroker's answers equal Kafka's")
+
+
+def test_groups_coordinated_by_kbroker_and_by_kafka_both_keep_their_commits(cluster: Cluster) -> None:
+    groups = [f"committer-{i}" for i in range(8)]
+    coordinators = {g: wait_until(lambda g=g: (found := find_coordinator(cluster.kafka.port, g))[0] == 0 and found[1],
+                                  f"Kafka names {g}'s coordinator") for g in groups}
+    assert set(coordinators.values()) == {KAFKA_ID, KBROKER_ID}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    for index, group in enumerate(groups):
+        wanted = [ConfluentPartition(TOPIC, KAFKA_LED, 10 + index), ConfluentPartition(TOPIC, KBROKER_LED, 20 + index)]
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group].result(TIMEOUT)
+    for index, group in enumerate(groups):
+        (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+        found = {p.partition: p.offset for p in future.result(TIMEOUT).topic_partitions}
+        assert found == {KAFKA_LED: 10 + index, KBROKER_LED: 20 + index}, (group, coordinators[group])
 
 
 def test_kbroker_hands_out_producer_ids_from_a_block_kafkas_controller_allocated_to_it(cluster: Cluster) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
@@ -21,12 +22,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kbroker_process import KbrokerProcess
 from waiting import wait_until
 
+from kbroker.coordinator.hashing import partition_for as kafka_partition_for
+
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka-zk-cluster")]
 
 BROKER_IDS = (1, 2, 3)
 TOPIC = "replicated"
 SESSION_MS = 6000
 TIMEOUT = 60
+OFFSETS_PARTITIONS = 5
+GROUP = "cluster-readers"
 
 
 class Cluster:
@@ -67,7 +72,10 @@ def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
     workdir = tmp_path_factory.mktemp("kbroker-cluster")
     brokers = {i: KbrokerProcess(workdir / f"broker-{i}", connect, i, {
         "zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "3000",
-        "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500"}) for i in BROKER_IDS}
+        "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500",
+        "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "group.initial.rebalance.delay.ms": "0",
+        "default.replication.factor": "3", "num.partitions": "2"})
+        for i in BROKER_IDS}
     zk = KazooClient(hosts=connect)
     try:
         for broker in brokers.values():
@@ -142,3 +150,80 @@ def test_the_killed_broker_restarts_and_rejoins_every_isr(cluster: Cluster) -> N
     for index in range(3):
         wait_until(lambda i=index: (cluster.agreed(i) or (None, ()))[1] == BROKER_IDS,
                    f"partition {index} has the restarted broker back in its ISR")
+
+
+def group_coordinator(cluster: Cluster) -> int:
+    """The broker FindCoordinator names for GROUP (librdkafka asks it for DescribeGroups)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    (described,) = admin.describe_consumer_groups([GROUP], request_timeout=10).values()
+    return described.result(TIMEOUT).coordinator.id
+
+
+def committed(cluster: Cluster) -> dict[int, int]:
+    """GROUP's committed offsets of TOPIC, partition -> offset, as OffsetFetch answers them."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(GROUP)],
+                                                  request_timeout=10).values()
+    return {p.partition: p.offset for p in future.result(TIMEOUT).topic_partitions if p.topic == TOPIC}
+
+
+def test_a_consumer_group_commits_to_the_leader_of_its_offsets_partition_replicated_three_times(
+        cluster: Cluster) -> None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.subscribe([TOPIC])
+        seen = 0
+        deadline = TIMEOUT
+        while seen < 50 and deadline > 0:
+            message = consumer.poll(1)
+            deadline -= 1
+            if message is not None and message.error() is None:
+                seen += 1
+        assert seen == 50, "the group's consumer read the topic"
+        consumer.commit(asynchronous=False)
+        positions = {p.partition: p.offset for p in consumer.position(consumer.assignment())}
+    finally:
+        consumer.close()
+    assert committed(cluster) == {p: o for p, o in positions.items() if o >= 0}
+    offsets = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}) \
+        .list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    assert len(offsets.partitions) == OFFSETS_PARTITIONS
+    assert {tuple(sorted(p.replicas)) for p in offsets.partitions.values()} == {BROKER_IDS}
+    leader_of_group = offsets.partitions[kafka_partition_for(GROUP, OFFSETS_PARTITIONS)].leader
+    assert group_coordinator(cluster) == leader_of_group
+
+
+def test_committed_offsets_survive_a_kill_9_of_the_group_coordinator(cluster: Cluster) -> None:
+    before = committed(cluster)
+    assert before, "the previous test committed offsets"
+    coordinator = group_coordinator(cluster)
+    cluster.brokers[coordinator].stop(signal.SIGKILL)
+    wait_until(lambda: group_coordinator(cluster) != coordinator, "another broker coordinates the group",
+               timeout=SESSION_MS / 1000 + TIMEOUT)
+    assert committed(cluster) == before
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP, "auto.offset.reset": "latest",
+                         "enable.auto.commit": False, "log_level": 0})
+    try:  # the group's next member starts where the commits say, and commits through the new coordinator
+        consumer.subscribe([TOPIC])
+        wait_until(lambda: (consumer.poll(0.5), len(consumer.assignment()) == 3)[1], "the consumer joined")
+        assert {p.partition: p.offset for p in consumer.committed(consumer.assignment(), timeout=10)
+                if p.offset >= 0} == before
+        consumer.commit(offsets=[ConfluentPartition(TOPIC, 0, before[0] + 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert committed(cluster)[0] == before[0] + 1
+    cluster.brokers[coordinator].start()
+    for index in range(3):
+        wait_until(lambda i=index: (cluster.agreed(i) or (None, ()))[1] == BROKER_IDS,
+                   f"partition {index} has the restarted broker back in its ISR")
+
+
+def test_producing_to_an_unknown_topic_creates_it_with_the_clusters_defaults(cluster: Cluster) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "log_level": 0})
+    producer.produce("made-by-a-producer", value=b"first")
+    assert producer.flush(TIMEOUT) == 0  # Metadata created it (LEADER_NOT_AVAILABLE meanwhile), then acks=all
+    topic = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}) \
+        .list_topics("made-by-a-producer", timeout=10).topics["made-by-a-producer"]
+    assert sorted(topic.partitions) == [0, 1]  # num.partitions
+    assert {tuple(sorted(p.replicas)) for p in topic.partitions.values()} == {BROKER_IDS}  # default.replication.factor

@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat-tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from waiting import wait_until
 
 import maven_jars
 
@@ -47,6 +50,12 @@ def test_kbroker_cluster_starts_zookeeper_and_brokers_and_stops_them_all_on_ctrl
         for i in range(5):
             producer.produce("dev", f"record-{i}".encode())
         assert producer.flush(60) == 0
+        # consumer groups work on two brokers: __consumer_offsets gets replication factor 2, not Kafka's 3
+        commit = [ConsumerGroupTopicPartitions("dev-group", [TopicPartition("dev", 0, 3)])]
+        wait_until(lambda: admin.alter_consumer_group_offsets(commit)["dev-group"].result(10),
+                   "the group's coordinator took the commit")
+        (listed,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("dev-group")]).values()
+        assert [(p.partition, p.offset) for p in listed.result(60).topic_partitions] == [(0, 3)]
     finally:
         command.send_signal(signal.SIGINT)
         code = command.wait(150)
