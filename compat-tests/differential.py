@@ -526,6 +526,22 @@ def _describe_topic_partitions(topics: list[str], limit: int = 2000, cursor: tup
                       "cursor": cursor and {"topic_name": cursor[0], "partition_index": cursor[1]}})
 
 
+def _node_id(ctx: Ctx) -> int:
+    """The broker's own node id, from its Metadata (kbroker and Kafka are configured with different ones)."""
+    request = build("MetadataRequest", 12, {"topics": [], "allow_auto_topic_creation": False})
+    return ctx.conn.call(3, 12, request).brokers[0].node_id
+
+
+def _elect(topics: dict[str, list[int]] | None, election_type: int = 0) -> Template:
+    return _constant({"election_type": election_type, "timeout_ms": 10000, "topic_partitions": None if topics is None
+                      else [{"topic": topic, "partitions": indexes} for topic, indexes in topics.items()]})
+
+
+def _reassign(topic: str, replicas: Callable[[Ctx], list[int] | None], allow_factor_change: bool = True) -> Template:
+    return lambda ctx: {"timeout_ms": 10000, "allow_replication_factor_change": allow_factor_change, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "replicas": replicas(ctx)}]}]}
+
+
 UNKNOWN_GROUP = f"wd-{RUN}-no-group"
 
 # Expected differences, each naming the issue that brings what Kafka's answer needs, or the documented choice.
@@ -724,6 +740,26 @@ CASES: dict[str, list[Case]] = {
         Case("from_cursor", _describe_topic_partitions([TOPIC], cursor=(TOPIC, 1))),
         Case("cursor_not_requested", _describe_topic_partitions([UNKNOWN], cursor=(TOPIC, 0))),
     ],
+    "ElectLeaders": [
+        Case("preferred_not_needed", _elect({TOPIC: [0, 1]})),
+        Case("unclean_not_needed", _elect({TOPIC: [2]}, 1), versions=lambda version: version >= 1),
+        Case("unknown_partition", _elect({TOPIC: [9], UNKNOWN: [0]})),
+    ],
+    "AlterPartitionReassignments": [
+        Case("to_its_only_broker", _reassign(TOPIC, lambda ctx: [_node_id(ctx)])),
+        Case("cancel_when_none_in_progress", _reassign(TOPIC, lambda ctx: None)),
+        Case("empty_replica_list", _reassign(TOPIC, lambda ctx: [])),
+        Case("duplicate_replicas", _reassign(TOPIC, lambda ctx: [_node_id(ctx), _node_id(ctx)])),
+        Case("unregistered_broker", _reassign(TOPIC, lambda ctx: [_node_id(ctx) + 100])),
+        Case("unknown_topic", _reassign(UNKNOWN, lambda ctx: [_node_id(ctx)])),
+        Case("factor_change_with_an_unregistered_broker",
+             _reassign(TOPIC, lambda ctx: [_node_id(ctx), _node_id(ctx) + 100], False),
+             versions=lambda version: version >= 1),
+    ],
+    "ListPartitionReassignments": [
+        Case("all", _constant({"timeout_ms": 10000, "topics": None})),
+        Case("one_partition", _constant({"timeout_ms": 10000, "topics": [{"name": TOPIC, "partition_indexes": [0]}]})),
+    ],
     # Listings of topics and brokers are not compared: the topics depend on which cases ran before, the node
     # ids differ (compat-tests/test_list_config_resources.py checks them on each broker).
     "ListConfigResources": [
@@ -782,11 +818,13 @@ KAFKA_VERSIONS: dict[str, dict[int, tuple[int, int]]] = {
     "4": {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9),
           12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 18: (0, 5), 19: (2, 7), 20: (1, 6),
           21: (0, 2), 22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0, 3), 42: (0, 3),
-          44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 68: (0, 1), 69: (0, 1), 74: (0, 1), 75: (0, 0)},
+          43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0), 60: (0, 2), 61: (0, 0), 68: (0, 1),
+          69: (0, 1), 74: (0, 1), 75: (0, 0)},
     "3.9": {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9),
             12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 18: (0, 4), 19: (0, 7), 20: (0, 6),
             21: (0, 2), 22: (0, 5), 23: (0, 4), 32: (0, 4), 33: (0, 2), 35: (0, 4), 37: (0, 3), 42: (0, 2),
-            44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 68: (0, 0), 69: (0, 0), 74: (0, 0), 75: (0, 0)},
+            43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 47: (0, 0), 60: (0, 1), 61: (0, 0), 68: (0, 0),
+            69: (0, 0), 74: (0, 0), 75: (0, 0)},
 }
 
 

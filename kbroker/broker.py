@@ -21,7 +21,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -385,6 +385,14 @@ class Broker:
         topic = self.topics.get(topic_name)
         configured = topic.configs.get("min.insync.replicas") if topic is not None else None
         return int(configured if configured is not None else self.config["min.insync.replicas"])
+
+    def known_topics(self) -> tuple[Mapping[str, Topic], Mapping[uuid.UUID, Topic]]:
+        """The topics clients may name, by name and by id: this node's, or in a cluster every topic the
+        metadata cache knows (a member hosts only some); what group offsets are checked against."""
+        member = getattr(self, "cluster", None)
+        if member is None:
+            return self.topics, self.topics_by_id
+        return member.metadata.known_topics()  # type: ignore[return-value]
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         known = self.topics.get(topic)

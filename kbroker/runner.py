@@ -117,6 +117,7 @@ class RunningBroker:
         await self.member.register(endpoints_of(self.config, {s.listener: s.port for s in self.servers}),
                                    renew_on_new_session=False)  # the controller renews it
         await self.member.start_controller()
+        await self.member.start_config_listener()  # topic config changes made through any broker
 
     def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
         """Kafka's LogCleaner reconfiguration: a changed log.cleaner.* restarts the cleaner with it."""

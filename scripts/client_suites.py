@@ -68,11 +68,8 @@ ADMIN, CONSUMER, PRODUCER = (f"test/integration/test_{name}_integration.py::" fo
                              ("admin", "consumer", "producer"))
 KNOWN_GAPS = {
     ADMIN + "test_create_describe_delete_acls": "ACLs (DescribeAcls/CreateAcls/DeleteAcls): issue 16",
-    ADMIN + "test_elect_leaders": "ElectLeaders: cluster, issue 14",
     ADMIN + "test_alter_replica_log_dirs": "AlterReplicaLogDirs: cluster, issue 14",
     ADMIN + "test_describe_metadata_quorum": "DescribeQuorum (KRaft quorum): cluster, issue 14",
-    ADMIN + "test_alter_partition_reassignments": "AlterPartitionReassignments: cluster, issue 14",
-    ADMIN + "test_list_partition_reassignments": "ListPartitionReassignments: cluster, issue 14",
     PRODUCER + "test_transactional_producer_messages": "transactions: issue 15",
     PRODUCER + "test_transactional_producer_offsets": "transactions: issue 15",
 }

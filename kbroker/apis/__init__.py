@@ -7,6 +7,7 @@ from kbroker.apis import (  # noqa: F401 - imported for their @handles registrat
     controller,
     delete_records,
     describe_producers,
+    elect_leaders,
     fetch,
     groups,
     leader_epochs,
@@ -17,6 +18,7 @@ from kbroker.apis import (  # noqa: F401 - imported for their @handles registrat
     offsets,
     produce,
     producers,
+    reassignments,
     topic_partitions,
     topics,
 )

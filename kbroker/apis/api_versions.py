@@ -41,11 +41,11 @@ def supported_versions(cluster_mode: bool = False) -> list:
             if h.api_key not in disabled]
 
 
-def unsupported_version_response():
+def unsupported_version_response(cluster_mode: bool = False):
     """What a client gets for an ApiVersions version we do not know (KIP-511): a v0
     response with UNSUPPORTED_VERSION and our ranges, so it can retry with one we do."""
     return messages.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                                        api_keys=supported_versions())
+                                        api_keys=supported_versions(cluster_mode))
 
 
 def _is_valid(request, version: int) -> bool:

@@ -14,6 +14,8 @@ CLIENT_METRICS, GROUP) get INVALID_REQUEST.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ from wire.errors import ErrorCode
 TOPIC, BROKER = 2, 4
 RESOURCE_TYPES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
+log = logging.getLogger(__name__)
 
 
 class ConfigSource(IntEnum):
@@ -200,17 +203,69 @@ def topic_entries(broker: Broker, overrides: Mapping[str, str | None]) -> list[E
     return entries
 
 
+# --- where topic overrides live ------------------------------------------------------------
+
+
+class TopicOverrides:
+    """A topic's overrides: the broker's own topics on a single node. A cluster keeps them in ZooKeeper
+    (/config/topics/<t>, as Kafka 3.9): `load` reads those of a request's topics before it is handled, `save`
+    writes the changed ones after (with the /config/changes notification every broker applies)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.member = getattr(broker, "cluster", None)
+        self._read: dict[str, dict[str, str] | None] = {}
+        self._changed: dict[str, dict[str, str]] = {}
+
+    async def load(self, resources: Iterable) -> None:
+        if self.member is None:
+            return
+        for resource in resources:
+            name = resource.resource_name
+            if resource.resource_type == TOPIC and name not in self._read:
+                known = not topic_name_problem(name) and self.member.metadata.contains(name)
+                self._read[name] = await asyncio.to_thread(self.member.zk.entity_config, "topics", name) \
+                    if known else None
+
+    def get(self, name: str) -> dict[str, str] | None:
+        """The topic's overrides; None when there is no such topic."""
+        if self.member is not None:
+            return self._read.get(name)
+        topic = self.broker.topics.get(name)
+        return None if topic is None else dict(topic.configs)
+
+    def put(self, name: str, configs: dict[str, str]) -> None:
+        if self.member is None:
+            self.broker.set_topic_configs(name, configs)
+        else:
+            self._changed[name] = configs
+
+    async def save(self) -> set[str]:
+        """Write the changed topics to ZooKeeper (applied here at once); the names whose write failed."""
+        failed = set()
+        for name, configs in self._changed.items():
+            try:
+                await asyncio.to_thread(self.member.zk.change_entity_config, "topics", name, configs)
+            except Exception:
+                log.exception("cannot write the configs of topic %s to ZooKeeper", name)
+                failed.add(name)
+                continue
+            if name in self.broker.topics:
+                self.broker.set_topic_configs(name, configs)
+        return failed
+
+
 # --- DescribeConfigs ---------------------------------------------------------------------
 
 
-def _describe_topic(broker: Broker, name: str) -> list[Entry]:
+def _describe_topic(broker: Broker, overrides: TopicOverrides, name: str) -> list[Entry]:
     problem = topic_name_problem(name)
     if problem:
         raise ConfigRequestError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    topic = broker.topics.get(name)
-    if topic is None:
+    configs = overrides.get(name)
+    if configs is None:
         raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka sends no message
-    return topic_entries(broker, topic.configs)
+    return topic_entries(broker, configs)
 
 
 def parse_node_id(name: str, what: str = "Broker id") -> int:
@@ -262,9 +317,9 @@ def _describe_broker(broker: Broker, name: str) -> list[Entry]:
     return [_broker_entry(config, n, broker_synonyms(config, n), _broker_value(config, n)) for n in names]
 
 
-def _describe(broker: Broker, resource_type: int, name: str) -> list[Entry]:
+def _describe(broker: Broker, overrides: TopicOverrides, resource_type: int, name: str) -> list[Entry]:
     if resource_type == TOPIC:
-        return _describe_topic(broker, name)
+        return _describe_topic(broker, overrides, name)
     if resource_type == BROKER:
         return _describe_broker(broker, name)
     raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
@@ -288,12 +343,14 @@ def _shape(entry: Entry, version: int, include_synonyms: bool, include_documenta
 async def describe_configs(broker: Broker, header, request):
     R = messages.DescribeConfigsResponse
     version = header.request_api_version
+    overrides = TopicOverrides(broker)
+    await overrides.load(request.resources)
     results = []
     for resource in request.resources:
         result = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=resource.resource_type,
                                          resource_name=resource.resource_name, configs=[])
         try:
-            entries = _describe(broker, resource.resource_type, resource.resource_name)
+            entries = _describe(broker, overrides, resource.resource_type, resource.resource_name)
         except ConfigRequestError as error:
             result.error_code, result.error_message = error.error_code, error.message
             results.append(result)
@@ -336,23 +393,23 @@ def _alter_broker(broker: Broker, name: str, change: Callable[[dict[str, str]], 
         raise ConfigRequestError(error.error_code, error.message) from None
 
 
-def _alter_topic(broker: Broker, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+def _alter_topic(overrides: TopicOverrides, name: str, change: Callable[[dict[str, str]], dict[str, str]],
                  validate_only: bool) -> None:
     """Compute, validate (as Kafka's controller does: configs first, then the topic's existence)
     and, unless validate_only, store the topic's new override set."""
     problem = topic_name_problem(name)
     if problem:
         raise ConfigRequestError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    topic = broker.topics.get(name)
-    new = change(dict(topic.configs) if topic else {})
+    current = overrides.get(name)
+    new = change(dict(current) if current is not None else {})
     try:
         validate_topic_configs(new)
     except TopicError as error:
         raise ConfigRequestError(error.error_code, str(error)) from None
-    if topic is None:
+    if current is None:
         raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     if not validate_only:
-        broker.set_topic_configs(name, new)
+        overrides.put(name, new)
 
 
 def _duplicated(resources: Iterable) -> set[tuple[int, str]]:
@@ -364,8 +421,9 @@ def _duplicated(resources: Iterable) -> set[tuple[int, str]]:
     return twice
 
 
-def _alter_all(broker: Broker, request, response_class, alter_one: Callable[[object], None]):
+async def _alter_all(overrides: TopicOverrides, request, response_class, alter_one: Callable[[object], None]):
     """Run `alter_one` per resource; each resource succeeds or fails on its own, as in Kafka."""
+    await overrides.load(request.resources)
     duplicated = _duplicated(request.resources)
     responses = []
     for resource in request.resources:
@@ -379,6 +437,11 @@ def _alter_all(broker: Broker, request, response_class, alter_one: Callable[[obj
         responses.append(response_class.AlterConfigsResourceResponse(
             error_code=error_code, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name))
+    if overrides.member is not None:
+        failed = await overrides.save()
+        for response in responses:
+            if response.resource_type == TOPIC and response.resource_name in failed:
+                response.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
     return response_class(throttle_time_ms=0, responses=responses)
 
 
@@ -389,6 +452,7 @@ def _unknown_type(resource) -> ConfigRequestError:
 @handles(33)
 async def alter_configs(broker: Broker, header, request):
     """The legacy API: the given configs replace the resource's whole override set."""
+    overrides = TopicOverrides(broker)
 
     def alter_one(resource) -> None:
         _check_request_shape(resource, lambda config: False)
@@ -396,11 +460,11 @@ async def alter_configs(broker: Broker, header, request):
         if resource.resource_type == BROKER:
             _alter_broker(broker, resource.resource_name, lambda current: replacement, request.validate_only)
         elif resource.resource_type == TOPIC:
-            _alter_topic(broker, resource.resource_name, lambda current: replacement, request.validate_only)
+            _alter_topic(overrides, resource.resource_name, lambda current: replacement, request.validate_only)
         else:
             raise _unknown_type(resource)
 
-    return _alter_all(broker, request, messages.AlterConfigsResponse, alter_one)
+    return await _alter_all(overrides, request, messages.AlterConfigsResponse, alter_one)
 
 
 def _list_parts(value: str | None) -> list[str]:
@@ -450,6 +514,7 @@ def _apply_broker_ops(config: BrokerConfig, current: dict[str, str], ops) -> dic
 @handles(44)
 async def incremental_alter_configs(broker: Broker, header, request):
     """Per-key operations on the resource's override set; keys not named stay as they are."""
+    overrides = TopicOverrides(broker)
 
     def alter_one(resource) -> None:
         _check_request_shape(resource, lambda config: config.config_operation == OpType.DELETE)
@@ -461,9 +526,9 @@ async def incremental_alter_configs(broker: Broker, header, request):
                           lambda current: _apply_broker_ops(broker.config, current, resource.configs),
                           request.validate_only)
         elif resource.resource_type == TOPIC:
-            _alter_topic(broker, resource.resource_name, lambda current: _apply_ops(broker, current, resource.configs),
-                         request.validate_only)
+            _alter_topic(overrides, resource.resource_name,
+                         lambda current: _apply_ops(broker, current, resource.configs), request.validate_only)
         else:
             raise _unknown_type(resource)
 
-    return _alter_all(broker, request, messages.IncrementalAlterConfigsResponse, alter_one)
+    return await _alter_all(overrides, request, messages.IncrementalAlterConfigsResponse, alter_one)

@@ -108,8 +108,9 @@ def _assignment(broker: Broker, partitions: TopicPartitions):
     """Partitions by topic, with names; topics deleted since are left out, as Kafka does."""
     Response = messages.ConsumerGroupDescribeResponse
     topics = []
+    _, by_id = broker.known_topics()
     for topic_id, indexes in sorted(partitions.items(), key=lambda item: str(item[0])):
-        topic = broker.topics_by_id.get(topic_id)
+        topic = by_id.get(topic_id)
         if topic is not None:
             topics.append(Response.TopicPartitions(topic_id=topic_id, topic_name=topic.name,
                                                    partitions=sorted(indexes)))

@@ -25,7 +25,7 @@ from wire.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
-def _active_controller(broker):
+def active_controller(broker):
     """The broker's controller if it is the active one, else None."""
     controller = getattr(broker, "controller", None)
     return controller if controller is not None and controller.is_active else None
@@ -38,7 +38,7 @@ def _active_controller(broker):
 async def controlled_shutdown(broker, header, request):
     """A broker shutting down asks the controller to move its leaderships; the answer lists those it still has."""
     response = messages.ControlledShutdownResponse
-    controller = _active_controller(broker)
+    controller = active_controller(broker)
     if controller is None:
         return response(error_code=ErrorCode.NOT_CONTROLLER)
     broker_epoch = request.broker_epoch if header.request_api_version >= 2 else -1
@@ -80,7 +80,7 @@ def alter_partition_response(data: AlterPartitionResponseData):
 @handles(56)
 async def alter_partition(broker, header, request):
     """A partition leader proposes a new ISR; the controller writes it (or says why not) and tells every broker."""
-    controller = _active_controller(broker)
+    controller = active_controller(broker)
     if controller is None:
         return messages.AlterPartitionResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER)
     version = header.request_api_version
@@ -98,7 +98,7 @@ async def alter_partition(broker, header, request):
 async def allocate_producer_ids(broker, header, request):
     """A broker's next block of producer ids (its idempotent and transactional producers draw from it)."""
     response = messages.AllocateProducerIdsResponse
-    controller = _active_controller(broker)
+    controller = active_controller(broker)
     if controller is None:
         return response(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER)
     try:

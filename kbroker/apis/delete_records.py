@@ -1,6 +1,9 @@
-"""DeleteRecords (21): move partitions' log start offsets forward (the low watermark)."""
+"""DeleteRecords (21): move partitions' log start offsets forward (the low watermark); in a cluster on the
+leader, answered once its followers have moved theirs too."""
 
 from __future__ import annotations
+
+import asyncio
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
@@ -10,6 +13,7 @@ from wire.errors import ErrorCode
 
 Response = messages.DeleteRecordsResponse
 INVALID_LOW_WATERMARK = -1  # what Kafka reports beside an error
+FOLLOWER_CHECK_S = 0.05     # how often a cluster's DeleteRecords looks at its followers' log starts again
 
 
 def _delete(broker: Broker, topic: str, partition: int, offset: int, now: int) -> tuple[int, int]:
@@ -30,15 +34,66 @@ def _delete(broker: Broker, topic: str, partition: int, offset: int, now: int) -
             INVALID_LOW_WATERMARK
 
 
+def _delete_as_leader(broker: Broker, topic: str, partition: int, offset: int, now: int) -> tuple[int, int, object]:
+    """A cluster member's `_delete`: only the partition's leader deletes (NOT_LEADER_OR_FOLLOWER elsewhere);
+    with the partition, to wait on its followers."""
+    found = broker.replicas.lookup(topic, partition)
+    if isinstance(found, ErrorCode):
+        return found, INVALID_LOW_WATERMARK, None
+    if not found.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK, None
+    error, low_watermark = _delete(broker, topic, partition, offset, now)
+    return error, low_watermark, found
+
+
+async def _wait_for_followers(broker: Broker, waiting: list[tuple[object, int, object]], timeout_ms: int) -> None:
+    """Kafka's DelayedDeleteRecords: each result holds once the lowest log start offset among the partition's
+    replicas on live brokers reaches the offset deleted before (followers learn it from their fetches);
+    REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if the leadership moves."""
+    if not waiting:
+        return
+    metadata = broker.cluster.metadata
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    while waiting:
+        pending = []
+        for partition, required, result in waiting:
+            if not partition.is_leader or partition.log is None:
+                result.error_code, result.low_watermark = ErrorCode.NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK
+                continue
+            low_watermark = partition.low_watermark(lambda broker_id: metadata.alive_broker(broker_id) is not None)
+            if low_watermark >= required:
+                result.low_watermark = low_watermark
+            else:
+                pending.append((partition, required, result))
+        if pending and loop.time() >= deadline:
+            for _, _, result in pending:
+                result.error_code, result.low_watermark = ErrorCode.REQUEST_TIMED_OUT, INVALID_LOW_WATERMARK
+            return
+        waiting = pending
+        if waiting:
+            await asyncio.sleep(FOLLOWER_CHECK_S)
+
+
 @handles(21)
 async def delete_records(broker: Broker, header, request):
     now = now_ms()
+    in_cluster = getattr(broker, "cluster", None) is not None
     topics = []
+    waiting: list[tuple[object, int, object]] = []  # (partition, offset its replicas must start at, result)
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            error, low_watermark = _delete(broker, topic.name, p.partition_index, p.offset, now)
-            partitions.append(Response.DeleteRecordsPartitionResult(
-                partition_index=p.partition_index, low_watermark=low_watermark, error_code=error))
+            leader = None
+            if in_cluster:
+                error, low_watermark, leader = _delete_as_leader(broker, topic.name, p.partition_index, p.offset, now)
+            else:
+                error, low_watermark = _delete(broker, topic.name, p.partition_index, p.offset, now)
+            result = Response.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=low_watermark, error_code=error)
+            if leader is not None and not error:
+                waiting.append((leader, low_watermark if p.offset == -1 else p.offset, result))
+            partitions.append(result)
         topics.append(Response.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
+    await _wait_for_followers(broker, waiting, request.timeout_ms)
     return Response(throttle_time_ms=0, topics=topics)

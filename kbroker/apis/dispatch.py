@@ -99,7 +99,7 @@ async def dispatch(broker, frame: bytes, start: int = 0) -> ResponseFrame | None
     api_key, version = header.request_api_key, header.request_api_version
     handler = HANDLERS.get(api_key)
     if handler is None or not handler.supports(version) or api_key in _DISABLED[broker.config.cluster_mode]:
-        return _unsupported(header, api_key, version)
+        return _unsupported(header, api_key, version, broker.config.cluster_mode)
     route = _route(handler, api_key, version)
     try:
         request, _ = route.decode_request(frame, body_at)
@@ -124,9 +124,9 @@ async def dispatch(broker, frame: bytes, start: int = 0) -> ResponseFrame | None
     return _sized(out, regions)
 
 
-def _unsupported(header, api_key: int, version: int) -> ResponseFrame:
+def _unsupported(header, api_key: int, version: int, cluster_mode: bool) -> ResponseFrame:
     if api_key == API_VERSIONS:
-        return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response())
+        return _frame(header.correlation_id, API_VERSIONS, 0, unsupported_version_response(cluster_mode))
     if api_key not in messages.apis():
         raise MalformedRequest(f"unknown API key {api_key}")
     if api_key in HANDLERS:  # a served API at a version outside its range, or not enabled: Kafka closes the connection

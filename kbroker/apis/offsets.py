@@ -77,7 +77,7 @@ async def _create_offsets_topic(broker: Broker) -> None:
         OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]), int(config["offsets.topic.replication.factor"]),
         OFFSETS_TOPIC_CONFIGS)
     if error != ErrorCode.LEADER_NOT_AVAILABLE:
-        log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, error.name)
+        log.info("cannot create %s yet: %s", OFFSETS_TOPIC, error.name)  # clients keep asking: not a warning
 
 
 async def _locate(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
@@ -137,16 +137,17 @@ async def offset_commit(broker: Broker, header, request):
         error = coordinator.consumer_groups.validate_offset_commit(
             consumer_group, request.member_id, request.generation_id_or_member_epoch, version)
     if group_id and coordinator.offsets.not_coordinating(group_id):
-        error = ErrorCode.NOT_COORDINATOR  # its log dir failed: this broker no longer coordinates the group
+        error = ErrorCode.NOT_COORDINATOR  # led elsewhere, or its log dir failed: not this broker's group
     now = now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
     topics = []
+    by_name, by_id = broker.known_topics()
     for topic in request.topics:
         if version >= 10:  # topics by id (KIP-848 era); unknown ids are UNKNOWN_TOPIC_ID
-            known = broker.topics_by_id.get(topic.topic_id)
+            known = by_id.get(topic.topic_id)
             name, topic_id, missing = (known.name if known else ""), topic.topic_id, ErrorCode.UNKNOWN_TOPIC_ID
         else:
-            known = broker.topics.get(topic.name)
+            known = by_name.get(topic.name)
             name, missing = topic.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topic_id = known.topic_id if known else ZERO_UUID
         partitions = []
@@ -166,11 +167,14 @@ async def offset_commit(broker: Broker, header, request):
         topics.append(Topic_(name=name, topic_id=topic_id, partitions=partitions))
     if commits:
         store = coordinator.offsets
-        previous = [(group_id, tp, store.fetch(group_id, *tp)) for tp in commits] if store.owned is not None else []
         end = _store_commits(store, group_id, commits, now, topics)
-        if end is not None and store.owned is not None:  # a cluster: answered once the ISR has the commit
-            await _wait_for_replicas(broker, store, group_id, end, previous, topics)
-        if group is None and consumer_group is None and not error:
+        stored = end is not None or store.deferring
+        if end is not None and store.owned is not None:  # a cluster: it holds, and is answered, once the ISR has it
+            stored = await _replicated(broker, store, group_id, end, topics)
+            if stored and not store.not_coordinating(group_id):  # still this broker's group after the wait
+                store.cache_commits(group_id, commits)
+        if stored and group is None and consumer_group is None and not error and \
+                not store.not_coordinating(group_id):
             coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
     return Response(throttle_time_ms=0, topics=topics)
 
@@ -191,16 +195,15 @@ def _store_commits(store: OffsetStore, group_id: str, commits: dict[tuple[str, i
     return None
 
 
-async def _wait_for_replicas(broker: Broker, store: OffsetStore, group_id: str, end: int, previous: list,
-                             topics: list) -> None:
-    """Kafka's acks=all for a commit: it holds once the high watermark passes it, within
-    offsets.commit.timeout.ms; otherwise the partitions say why and the cache forgets the commit."""
+async def _replicated(broker: Broker, store: OffsetStore, group_id: str, end: int, topics: list) -> bool:
+    """Kafka's acks=all for a commit: whether the high watermark passed it within offsets.commit.timeout.ms;
+    if not, the partitions say why (Kafka's mapping)."""
     key = (OFFSETS_TOPIC, store.partition_for(group_id))
     errors = await broker.replicas.wait_for_acks({key: end}, int(broker.config["offsets.commit.timeout.ms"]))
     error = coordinator_error(errors.get(key, ErrorCode.NONE))
     if error:
-        store.undo_commits(previous)
         _fail_commits(topics, error)
+    return not error
 
 
 def _fail_commits(topics: list, error: ErrorCode) -> None:
@@ -225,16 +228,17 @@ def _fetch_group(broker: Broker, group_id: str, topics) -> list[tuple[str, list[
 def _v10_topics(broker: Broker, group_id: str, requested) -> list:
     """OffsetFetch v10 names topics by id: (topic id, [(partition, committed, error)]) per topic."""
     store = broker.coordinator.offsets
+    by_name, by_id = broker.known_topics()
     if requested is None:
         found = []
         for name, parts in _fetch_group(broker, group_id, None):
-            known = broker.topics.get(name)
+            known = by_name.get(name)
             if known is not None:  # a deleted topic has no id left to report it under
                 found.append((known.topic_id, [(p, c, 0) for p, c in parts]))
         return found
     found = []
     for t in requested:
-        known = broker.topics_by_id.get(t.topic_id)
+        known = by_id.get(t.topic_id)
         if known is None:
             found.append((t.topic_id, [(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
         else:
@@ -330,8 +334,9 @@ async def offset_delete(broker: Broker, header, request):
         return Response(error_code=ErrorCode.NON_EMPTY_GROUP, throttle_time_ms=0, topics=[])
     doomed: list[tuple[str, int]] = []
     topics = []
+    by_name, _ = broker.known_topics()
     for topic in request.topics:
-        known = broker.topics.get(topic.name)
+        known = by_name.get(topic.name)
         partitions = []
         for p in topic.partitions:
             if known is None or not 0 <= p.partition_index < known.partitions:

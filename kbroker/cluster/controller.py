@@ -25,7 +25,7 @@ import concurrent.futures
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +42,11 @@ from kbroker.cluster.controller_channel import (
     ResponseEvent,
     TopicDeletionStopReplicaResponseReceived,
 )
-from kbroker.cluster.controller_context import TopicPartition
+from kbroker.cluster.controller_context import TopicPartition, is_being_reassigned
 from kbroker.cluster.controller_core import ControllerConfig, ControllerCore, ControllerOutput
+from kbroker.cluster.controller_reassignment import process_api_partition_reassignment
 from kbroker.cluster.controller_store import ControllerMovedError
-from kbroker.cluster.model import FinalizedFeatures, ProducerIdBlock, TopicAssignment
+from kbroker.cluster.model import FinalizedFeatures, ProducerIdBlock, ReplicaAssignment, TopicAssignment
 from kbroker.cluster.zk import ZkClient
 from wire.errors import ErrorCode
 
@@ -155,6 +156,22 @@ class AllocateProducerIds:
 
 
 @dataclass(frozen=True)
+class ElectLeaders:
+    partitions: tuple[TopicPartition, ...]
+    election_type: str  # "preferred" or "unclean"
+
+
+@dataclass(frozen=True)
+class AlterReassignments:
+    targets: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]  # None cancels
+
+
+@dataclass(frozen=True)
+class ListReassignments:
+    partitions: tuple[TopicPartition, ...] | None  # None: all of them
+
+
+@dataclass(frozen=True)
 class _Shutdown:
     pass
 
@@ -202,7 +219,8 @@ class KafkaController:
             TopicDeletion: self._topic_deletion, ZkPreferredReplicaElection: self._zk_preferred_replica_election,
             AutoPreferredReplicaLeaderElection: self._auto_rebalance, ResponseReceived: self._response_received,
             AlterPartitionReceived: self._alter_partition, ControlledShutdown: self._controlled_shutdown,
-            AllocateProducerIds: self._allocate_producer_ids,
+            AllocateProducerIds: self._allocate_producer_ids, ElectLeaders: self._elect_leaders,
+            AlterReassignments: self._alter_reassignments, ListReassignments: self._list_reassignments,
         }
 
     @property
@@ -267,6 +285,20 @@ class KafkaController:
     async def allocate_producer_ids(self, broker_id: int,
                                     broker_epoch: int) -> tuple[ErrorCode, ProducerIdBlock | None]:
         return await self._ask(AllocateProducerIds(broker_id, broker_epoch))
+
+    async def elect_leaders(self, partitions: Sequence[TopicPartition],
+                            election_type: str) -> dict[TopicPartition, int | tuple[ErrorCode, str | None]]:
+        """ElectLeaders (43): per partition its new leader, or Kafka's error and message."""
+        return await self._ask(ElectLeaders(tuple(partitions), election_type))
+
+    async def alter_reassignments(self, targets: Sequence[tuple[TopicPartition, tuple[int, ...] | None]]) -> Any:
+        """AlterPartitionReassignments (45): a per-partition (error, message) dict, or one error for all."""
+        return await self._ask(AlterReassignments(tuple(targets)))
+
+    async def list_reassignments(self, partitions: Sequence[TopicPartition] | None
+                                 ) -> tuple[ErrorCode, dict[TopicPartition, ReplicaAssignment]]:
+        """ListPartitionReassignments (46): the reassignments in progress (of `partitions`, or all)."""
+        return await self._ask(ListReassignments(None if partitions is None else tuple(partitions)))
 
     async def _ask(self, event: object) -> Any:
         if self._queue is None or self._loop is None:
@@ -582,6 +614,32 @@ class KafkaController:
         if not self.is_active:
             return ErrorCode.NOT_CONTROLLER, []
         return self._emit(events.process_controlled_shutdown(self.core, event.broker_id, event.broker_epoch))
+
+    def _elect_leaders(self, event: ElectLeaders) -> dict[TopicPartition, int | tuple[ErrorCode, str | None]]:
+        if not self.is_active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in event.partitions}
+        return self._emit(events.process_replica_leader_election(self.core, event.partitions, event.election_type,
+                                                                 "admin"))
+
+    def _alter_reassignments(self, event: AlterReassignments) -> Any:
+        if not self.is_active:
+            return ErrorCode.NOT_CONTROLLER, None
+        return self._emit(process_api_partition_reassignment(self.core, dict(event.targets)))
+
+    def _list_reassignments(self, event: ListReassignments) -> tuple[ErrorCode, dict[TopicPartition,
+                                                                                     ReplicaAssignment]]:
+        """Kafka's listPartitionReassignments: the partitions whose assignment is adding or removing replicas."""
+        if not self.is_active:
+            return ErrorCode.NOT_CONTROLLER, {}
+        context = self.core.context
+        known = set(context.all_partitions())
+        wanted = known if event.partitions is None else {TopicPartition(*tp) for tp in event.partitions} & known
+        found = {}
+        for tp in wanted:
+            assignment = context.partition_full_replica_assignment(tp)
+            if is_being_reassigned(assignment):
+                found[tp] = assignment
+        return ErrorCode.NONE, found
 
     def _allocate_producer_ids(self, event: AllocateProducerIds) -> tuple[ErrorCode, ProducerIdBlock | None]:
         """Kafka's processAllocateProducerIds: the next block of /latest_producer_id_block for a registered broker

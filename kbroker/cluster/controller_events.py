@@ -23,6 +23,7 @@ from wire.errors import ErrorCode
 
 ApiError = tuple[ErrorCode, str | None]
 UNKNOWN_BROKER_EPOCH = -1  # a ControlledShutdown request from a broker that predates KIP-380
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."  # Errors' own message
 
 # ---------------------------------------------------------------------------------------------- brokers
 
@@ -299,7 +300,7 @@ def process_replica_leader_election(core: ControllerCore, partitions: Iterable[T
         elif _election_needed(core, tp, election_type):
             electable.append(tp)
         else:
-            results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
     not_available = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election_type == "preferred"
                      else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
     for tp, outcome in on_replica_election(core, electable, election_type, trigger).items():

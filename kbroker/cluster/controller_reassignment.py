@@ -110,6 +110,12 @@ def process_api_partition_reassignment(core: ControllerCore, reassignments: Mapp
 
 
 def validate_replicas(core: ControllerCore, tp: TopicPartition, replicas: Sequence[int]) -> ApiError | None:
+    """KafkaController.validateReplicas for a partition the controller knows."""
+    return replica_list_error(replicas, core.context.partition_full_replica_assignment(tp),
+                              core.context.live_broker_ids)
+
+
+def replica_list_error(replicas: Sequence[int], current: ReplicaAssignment, live: frozenset[int]) -> ApiError | None:
     """KafkaController.validateReplicas: non-empty, no duplicates, no negative ids, every added replica alive."""
     if not replicas:
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
@@ -119,8 +125,7 @@ def validate_replicas(core: ControllerCore, tp: TopicPartition, replicas: Sequen
                 f"Duplicate replica ids in partition reassignment replica list: ArrayBuffer({shown})")
     if any(r < 0 for r in replicas):
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: ArrayBuffer({shown})"
-    adding = reassign_to(core.context.partition_full_replica_assignment(tp), replicas).adding
-    live = core.context.live_broker_ids
+    adding = reassign_to(current, replicas).adding
     if not set(adding) <= live:
         return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Replica assignment has brokers that are not alive. Replica list: "

@@ -7,7 +7,7 @@ by id; each partition with its current leader epoch, its log end offset as fetch
 its last batch), sessionless, and for each partition of the answer:
 
 - records: appended as the leader wrote them (offsets kept), then the follower's HW is the leader's,
-  capped at the local log end;
+  capped at the local log end, and its log start moves up to the leader's (what DeleteRecords waits for);
 - a diverging epoch (KIP-595 truncation on fetch): the log is cut back to where it and the leader's agree
   (the end of the diverging epoch, or of the largest local epoch below it) and fetching goes on from there;
 - OFFSET_OUT_OF_RANGE: the leader's log end is asked (ListOffsets, latest): below ours we truncate to it,
@@ -229,6 +229,8 @@ class ReplicaFetcher:
         if records:
             plog.append_as_follower(records if isinstance(records, (bytes, bytearray, memoryview)) else bytes(records))
         plog.update_high_watermark(min(data.high_watermark, plog.log_end_offset))
+        if data.log_start_offset > plog.log_start_offset:  # the leader deleted records (DeleteRecords, retention)
+            plog.delete_records_before(min(data.log_start_offset, plog.high_watermark))
         self.on_appended(state.partition)
 
     async def _handle_out_of_range(self, key: TopicPartition, state: FetchState) -> None:

@@ -24,6 +24,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -42,6 +43,7 @@ from wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkConfigManager changeExpirationMs
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -80,6 +82,9 @@ class ClusterMember:
         self.controller = None  # kbroker.cluster.controller's, when it exists
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._config_lock = asyncio.Lock()
+        self._last_config_change = ""  # the newest /config/changes notification applied
+        self._config_change_times: dict[str, int] = {}  # notification -> its creation time (ms), until purged
 
     # --- 1. ZooKeeper, cluster id, broker id -------------------------------------------
 
@@ -179,6 +184,48 @@ class ClusterMember:
         self.broker.controller = self.controller
         await self.controller.start()
 
+    # --- topic configs: /config/changes ------------------------------------------------
+
+    async def start_config_listener(self) -> None:
+        """Kafka's ZkConfigManager for topics: the topics hosted here take their ZooKeeper overrides (changed while
+        this broker was down, perhaps), then every /config/changes notification naming a topic makes its overrides
+        be read again and applied. Notifications older than 15 minutes are deleted, as Kafka's brokers do."""
+        for name in list(self.broker.topics):
+            await self._reload_topic_configs(name)
+        loop = asyncio.get_running_loop()
+        self.zk.watch_config_changes(
+            lambda children: loop.call_soon_threadsafe(lambda: self._spawn(self._config_changed(children))))
+
+    async def _config_changed(self, children: list[str]) -> None:
+        async with self._config_lock:
+            for child in children:
+                if child <= self._last_config_change:
+                    continue
+                found = await asyncio.to_thread(self.zk.config_change, child)
+                if found is not None:
+                    entity_path, created_ms = found
+                    self._config_change_times[child] = created_ms
+                    kind, _, name = entity_path.partition("/")
+                    if kind == "topics" and name in self.broker.topics:
+                        await self._reload_topic_configs(name)
+                self._last_config_change = child
+            expired_before = time.time() * 1000 - CONFIG_CHANGE_EXPIRATION_MS
+            expired = [c for c, created in self._config_change_times.items() if created < expired_before]
+            for child in expired:
+                del self._config_change_times[child]
+                with contextlib.suppress(Exception):  # another broker may have deleted it first
+                    await asyncio.to_thread(self.zk.delete_config_changes, [child])
+
+    async def _reload_topic_configs(self, name: str) -> None:
+        try:
+            configs = await asyncio.to_thread(self.zk.entity_config, "topics", name)
+            topic = self.broker.topics.get(name)
+            if topic is not None and configs != topic.configs:
+                self.broker.set_topic_configs(name, configs)
+                log.info("topic %s now has the configs %s", name, configs)
+        except Exception:
+            log.exception("cannot apply the configs of topic %s", name)
+
     # --- requests from the controller (kbroker/apis/controller_to_broker.py) -------------
 
     def check_topic_id(self, topic: str, topic_id: uuid.UUID) -> bool:
@@ -237,7 +284,10 @@ class ClusterMember:
             for index in led:
                 partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
                 if partition is not None and partition.is_leader:  # still, after the wait for ZooKeeper
-                    coordinator.load_partition(index, count)
+                    try:
+                        coordinator.load_partition(index, count)
+                    except Exception:  # its groups stay unserved (NOT_COORDINATOR); the other partitions load
+                        log.exception("cannot load the groups of %s-%d", OFFSETS_TOPIC, index)
 
     def stop_coordinating(self, keys: Iterable[tuple[str, int]]) -> None:
         """The groups of these partitions (those of `__consumer_offsets`) are no longer coordinated here."""

@@ -50,6 +50,16 @@ class MetadataUpdate:
     topic_ids: dict[str, uuid.UUID]
 
 
+@dataclass(frozen=True)
+class KnownTopic:
+    """A topic of the cluster as the group coordinator's checks see it (the fields of kbroker.broker.Topic they
+    read): a cluster member hosts only some topics, but a group commits to any."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
 class MetadataCache:
     """The cluster as the controller last described it; see the module docstring. Reads and the one writer
     may run on different threads, so an update swaps whole dictionaries under a lock."""
@@ -61,6 +71,7 @@ class MetadataCache:
         self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._lock = threading.Lock()
+        self._known: tuple[object, dict[str, KnownTopic], dict[uuid.UUID, KnownTopic]] = (None, {}, {})
 
     # --- writing ----------------------------------------------------------------------
 
@@ -112,6 +123,17 @@ class MetadataCache:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return next((name for name, known in self._topic_ids.items() if known == topic_id), None)
+
+    def known_topics(self) -> tuple[dict[str, KnownTopic], dict[uuid.UUID, KnownTopic]]:
+        """Every topic by name and by id, rebuilt only after an update (which swaps the dictionaries)."""
+        source, by_name, by_id = self._known
+        partitions, topic_ids = self._partitions, self._topic_ids
+        if source is not partitions:
+            by_name = {name: KnownTopic(name, topic_ids.get(name, ZERO_UUID), len(found))
+                       for name, found in partitions.items()}
+            by_id = {topic.topic_id: topic for topic in by_name.values() if topic.topic_id != ZERO_UUID}
+            self._known = (partitions, by_name, by_id)
+        return by_name, by_id
 
     def partitions(self, topic: str) -> list[PartitionMetadata]:
         return sorted(self._partitions.get(topic, {}).values(), key=lambda p: p.partition)

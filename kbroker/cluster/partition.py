@@ -405,6 +405,15 @@ class Partition:
 
     # --- ISR changes ------------------------------------------------------------------
 
+    def low_watermark(self, is_alive: Callable[[int], bool]) -> int:
+        """Kafka's lowWatermarkIfLeader: the lowest log start offset among this leader and its followers on
+        live brokers (-1 for one that has not fetched yet), which DeleteRecords waits to see pass its offset."""
+        lowest = self._log().log_start_offset
+        for follower in self.followers.values():
+            if is_alive(follower.broker_id) and follower.log_start_offset < lowest:
+                lowest = follower.log_start_offset
+        return lowest
+
     def expand_candidates(self) -> frozenset[int]:
         """Followers outside the ISR that reached the HW within the current leader epoch."""
         if not self.is_leader or self.log is None or self.epoch_start_offset is None:

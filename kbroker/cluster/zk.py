@@ -804,6 +804,14 @@ class ZkClient:
                 changes.append((child, str(body["entity_path"])))
         return changes
 
+    def config_change(self, name: str) -> tuple[str, int] | None:
+        """One notification's (entity path, creation time in ms); None if it is gone or unreadable."""
+        found = self.get(f"{CONFIG_CHANGES}/{name}")
+        body = _parse(found[0]) if found else None
+        if body is None or "entity_path" not in body:
+            return None
+        return str(body["entity_path"]), found[1].ctime  # type: ignore[index]
+
     def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         ChildrenWatch(self._kazoo, CONFIG_CHANGES, lambda children: callback(sorted(children)))
 

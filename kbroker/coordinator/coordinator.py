@@ -37,7 +37,7 @@ class Coordinator:
         config = broker.config
         self.consumer_protocol_enabled = "consumer" in config["group.coordinator.rebalance.protocols"]
         self.consumer_groups = ConsumerGroupCoordinator(
-            lambda: broker.topics, int(config["group.consumer.heartbeat.interval.ms"]),
+            lambda: broker.known_topics()[0], int(config["group.consumer.heartbeat.interval.ms"]),
             int(config["group.consumer.session.timeout.ms"]), config["group.consumer.assignors"],
             claim_group_id=self._claim_for_consumer_group, persist=self.offsets.write_consumer_group_records)
         self.consumer_groups.load(self.offsets.consumer_groups)
@@ -52,15 +52,20 @@ class Coordinator:
             return
         store.partitions = partition_count
         store.consumer_groups = {}
-        store.replay_partition(partition)
-        for group_id, raw in list(store.loaded_groups.items()):
-            if store.partition_for(group_id) == partition and group_id not in self.groups.groups:
-                try:
-                    self.groups.adopt(restore_group(group_id, raw))
-                except Exception:
-                    log.exception("skipping unreadable metadata of group %s", group_id)
-        self.consumer_groups.load(store.consumer_groups)
-        store.consumer_groups = {}
+        try:
+            store.replay_partition(partition)
+            for group_id, raw in list(store.loaded_groups.items()):
+                if store.partition_for(group_id) == partition and group_id not in self.groups.groups:
+                    try:
+                        self.groups.adopt(restore_group(group_id, raw))
+                    except Exception:
+                        log.exception("skipping unreadable metadata of group %s", group_id)
+            self.consumer_groups.load(store.consumer_groups)
+        except BaseException:
+            self._drop_groups(partition)  # nothing half-loaded stays behind
+            raise
+        finally:
+            store.consumer_groups = {}
         store.owned.add(partition)
         log.info("coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
 
@@ -71,12 +76,16 @@ class Coordinator:
         if store.owned is None or partition not in store.owned:
             return
         store.owned.discard(partition)
+        self._drop_groups(partition)
+        log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
+
+    def _drop_groups(self, partition: int) -> None:
+        store = self.offsets
         known = {*store.offsets, *store.loaded_groups, *self.groups.groups, *self.consumer_groups.groups}
         leaving = [group_id for group_id in known if store.partition_for(group_id) == partition]
         self.groups.unload(leaving)
         self.consumer_groups.unload(leaving)
         store.forget_groups(leaving)
-        log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, partition)
 
     def _claim_for_consumer_group(self, group_id: str) -> bool:
         """A KIP-848 group may take over an id whose classic group has no members (Kafka deletes

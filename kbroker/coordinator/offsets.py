@@ -82,15 +82,16 @@ class CoordinatorWriteError(Exception):
 
 
 def coordinator_error(error_code: int) -> int:
-    """Kafka's answer for a group whose append failed with `error_code` (GroupMetadataManager's mapping)."""
+    """Kafka's answer for a commit whose append failed with `error_code` (GroupMetadataManager.storeOffsets'
+    mapping; any other error, REQUEST_TIMED_OUT among them, is passed on as it is)."""
     if error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                      ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+                      ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
     if error_code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return ErrorCode.UNKNOWN_SERVER_ERROR if error_code else ErrorCode.NONE
+    return error_code
 
 
 class CommittedOffset(NamedTuple):
@@ -303,14 +304,16 @@ class OffsetStore:
         elif group_id is not None:
             self.loaded_groups[group_id] = bytes(value)
 
-    def _append(self, group: str, fields: Sequence[tuple[bytes, bytes]], now_ms: int) -> int:
+    def _append(self, group: str, fields: Sequence[tuple[bytes, bytes]], now_ms: int, *,
+                check_isr: bool = True) -> int:
         """One batch of (key field, value field) records in the group's partition, after any
         deferred commits (a tombstone must follow the commit it deletes); the offset after it."""
         if self._pending and not self.flush_pending():
             self._lost_pending = True  # flush_pending tells the network layer when it asks
-        return self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms)
+        return self._append_to(self.partition_for(group), coordinator_batch(fields, now_ms), now_ms,
+                               check_isr=check_isr)
 
-    def _append_to(self, partition: int, batch: bytes, now_ms: int) -> int:
+    def _append_to(self, partition: int, batch: bytes, now_ms: int, *, check_isr: bool = True) -> int:
         """Appended as the partition's leader (its leader epoch stamped in); the offset after the batch,
         which the high watermark must pass before the append counts as committed (at once on a single
         node, whose ISR is itself). In a cluster a refused append raises CoordinatorWriteError."""
@@ -320,8 +323,8 @@ class OffsetStore:
         if leader is None:
             raise LogDirOfflineError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         try:
-            info = leader.append_as_leader(batch, now_ms, ACKS_LEADER if self.owned is None else ACKS_ALL,
-                                           coordinator=True)
+            acks = ACKS_ALL if self.owned is not None and check_isr else ACKS_LEADER
+            info = leader.append_as_leader(batch, now_ms, acks, coordinator=True)
         except OSError as error:
             raise self.broker.logs.io_error(plog, error, f"appending records to {OFFSETS_TOPIC}-{partition}") \
                 from error
@@ -351,12 +354,14 @@ class OffsetStore:
         return field
 
     def write_group(self, group: str, value: bytes | None, now_ms: int) -> None:
-        """A group-metadata record (None: its tombstone) in the group's partition."""
-        self._append(group, [(length_prefixed(encode_group_key(group)), length_prefixed(value))], now_ms)
+        """A group-metadata record (None: its tombstone, appended without an ISR check) in the group's partition."""
+        self._append(group, [(length_prefixed(encode_group_key(group)), length_prefixed(value))], now_ms,
+                     check_isr=value is not None)
 
     def commit(self, group: str, commits: dict[tuple[str, int], CommittedOffset], now_ms: int) -> int | None:
         """Append the commits as one batch to the group's partition (or, deferring, stage them for
-        `flush_pending`), then update the cache. Appended now: the offset the high watermark must reach."""
+        `flush_pending`), then update the cache (in a cluster the caller does, once the high watermark
+        passed them). Appended now: the offset the high watermark must reach."""
         if not commits:
             return None
         key_field = self._key_field
@@ -364,7 +369,8 @@ class OffsetStore:
                   for (topic, partition), committed in commits.items()]
         if not self.deferring:
             end = self._append(group, fields, now_ms)
-            self.offsets.setdefault(group, {}).update(commits)
+            if self.owned is None:  # a cluster's commits enter the cache once the ISR has them (cache_commits)
+                self.cache_commits(group, commits)
             return end
         partition = self.partition_for(group)
         self._pending.setdefault(partition, []).extend(fields)
@@ -374,6 +380,10 @@ class OffsetStore:
             undo.append((group, topic_partition, cached.get(topic_partition)))
             cached[topic_partition] = committed
         return None
+
+    def cache_commits(self, group: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
+        """Commits that hold now: what OffsetFetch answers from."""
+        self.offsets.setdefault(group, {}).update(commits)
 
     def flush_pending(self) -> bool:
         """Append the deferred commits, one batch per partition. False when some could not be
@@ -394,11 +404,11 @@ class OffsetStore:
             except Exception:
                 log.exception("cannot append %d deferred offset commits to %s-%d", len(fields), OFFSETS_TOPIC,
                               partition)
-                self.undo_commits(undo[partition])
+                self._undo_commits(undo[partition])
                 ok = False
         return ok
 
-    def undo_commits(self, undo: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> None:
+    def _undo_commits(self, undo: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> None:
         """Put back what (group, partition, previous value) entries say, newest first."""
         for group, topic_partition, previous in reversed(undo):
             cached = self.offsets.get(group)
@@ -415,8 +425,9 @@ class OffsetStore:
         """Tombstones for the group's offsets of `partitions`, so compaction drops them too."""
         current = self.offsets.get(group, {})
         doomed = [tp for tp in partitions if tp in current]
-        if doomed:
-            self._append(group, [(self._key_field(group, t, p), length_prefixed(None)) for t, p in doomed], now_ms)
+        if doomed:  # tombstones are appended as Kafka's cleanupGroupMetadata does: with acks=0, no ISR check
+            self._append(group, [(self._key_field(group, t, p), length_prefixed(None)) for t, p in doomed], now_ms,
+                         check_isr=False)
             for tp in doomed:
                 current.pop(tp, None)
         if not current:

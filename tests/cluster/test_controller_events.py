@@ -243,7 +243,7 @@ def test_preferred_election_answers_why_it_did_nothing() -> None:
     # processReplicaLeaderElection: ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION
     c = cluster()
     out = events.process_replica_leader_election(c.core, [T0, TopicPartition("nope", 0)])
-    assert out.result == {T0: (ErrorCode.ELECTION_NOT_NEEDED, None),
+    assert out.result == {T0: (ErrorCode.ELECTION_NOT_NEEDED, events.ELECTION_NOT_NEEDED_MESSAGE),
                           TopicPartition("nope", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                       "The partition does not exist.")}
 

@@ -151,3 +151,14 @@ def test_follower_high_watermark_is_the_leaders(leader: Leader, tmp_path: Path) 
     partition = follower_partition(tmp_path, epoch=1)
     asyncio.run(replicate_until(leader, partition, lambda: partition.log.high_watermark == 1))
     assert leader.log.high_watermark == 1
+
+
+def test_follower_log_start_follows_the_leaders_after_records_are_deleted(leader: Leader, tmp_path: Path) -> None:
+    leader.lead(epoch=1)
+    leader.append([b"a", b"b", b"c", b"d"])
+    partition = follower_partition(tmp_path, epoch=1)
+    asyncio.run(replicate_until(leader, partition, lambda: partition.log.high_watermark == 4))
+    assert leader.run(lambda: leader.log.delete_records_before(3)) == 3
+    leader.append([b"e"])
+    asyncio.run(replicate_until(leader, partition, lambda: partition.log.log_start_offset == 3))
+    assert partition.log.log_end_offset == 5

@@ -11,18 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kafka_wire_peer import WireClient
 from kbroker_process import KbrokerProcess
 from waiting import wait_until
 
 from kbroker.coordinator.hashing import partition_for as kafka_partition_for
+from wire import messages
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka-zk-cluster")]
 
@@ -48,18 +50,18 @@ class Cluster:
         metadata = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(timeout=5)
         return metadata.controller_id in BROKER_IDS and sorted(metadata.brokers) == list(BROKER_IDS)
 
-    def partition(self, via: KbrokerProcess, index: int) -> tuple[int, tuple[int, ...]] | None:
-        """(leader, sorted ISR) of TOPIC-index as the broker `via` tells it in Metadata."""
-        topic = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(TOPIC, timeout=5) \
-            .topics.get(TOPIC)
+    def partition(self, via: KbrokerProcess, index: int, name: str = TOPIC) -> tuple[int, tuple[int, ...]] | None:
+        """(leader, sorted ISR) of topic `name`, partition `index`, as the broker `via` tells it in Metadata."""
+        topic = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(name, timeout=5) \
+            .topics.get(name)
         if topic is None or topic.error is not None or index not in topic.partitions:
             return None
         found = topic.partitions[index]
         return found.leader, tuple(sorted(found.isrs))
 
-    def agreed(self, index: int) -> tuple[int, tuple[int, ...]] | None:
+    def agreed(self, index: int, name: str = TOPIC) -> tuple[int, tuple[int, ...]] | None:
         """The partition's (leader, ISR) once every live broker tells the same, with a leader."""
-        seen = {self.partition(b, index) for b in self.live()}
+        seen = {self.partition(b, index, name) for b in self.live()}
         if len(seen) != 1:
             return None
         (found,) = seen
@@ -74,7 +76,8 @@ def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "3000",
         "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500",
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "group.initial.rebalance.delay.ms": "0",
-        "default.replication.factor": "3", "num.partitions": "2"})
+        "default.replication.factor": "3", "num.partitions": "2",
+        "auto.leader.rebalance.enable": "false"})  # leaderships move only when a test moves them
         for i in BROKER_IDS}
     zk = KazooClient(hosts=connect)
     try:
@@ -95,7 +98,7 @@ def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
         zk.close()
 
 
-def produce(bootstrap: str, values: list[bytes], partition: int = 0) -> list[int]:
+def produce(bootstrap: str, values: list[bytes], partition: int = 0, topic: str = TOPIC) -> list[int]:
     """acks=all, idempotent; the offsets acknowledged (raises on any failed delivery)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "log_level": 0})
@@ -106,17 +109,17 @@ def produce(bootstrap: str, values: list[bytes], partition: int = 0) -> list[int
         (errors.append(error) if error is not None else acked.append(message.offset()))
 
     for value in values:
-        producer.produce(TOPIC, value=value, partition=partition, on_delivery=delivered)
+        producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
     assert producer.flush(TIMEOUT) == 0, "records still undelivered"
     assert not errors, errors
     return sorted(acked)
 
 
-def read_partition(bootstrap: str, partition: int, count: int) -> list[bytes]:
+def read_partition(bootstrap: str, partition: int, count: int, topic: str = TOPIC) -> list[bytes]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), group_id=None, enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=10_000)
     try:
-        consumer.assign([TopicPartition(TOPIC, partition)])
+        consumer.assign([TopicPartition(topic, partition)])
         return [message.value for _, message in zip(range(count), consumer, strict=False)]
     finally:
         consumer.close()
@@ -153,39 +156,43 @@ def test_the_killed_broker_restarts_and_rejoins_every_isr(cluster: Cluster) -> N
 
 
 def group_coordinator(cluster: Cluster) -> int:
-    """The broker FindCoordinator names for GROUP (librdkafka asks it for DescribeGroups)."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
-    (described,) = admin.describe_consumer_groups([GROUP], request_timeout=10).values()
-    return described.result(TIMEOUT).coordinator.id
+    """The broker FindCoordinator (v3, asked of a live broker) names for GROUP; -1 while none is available."""
+    host, port = cluster.live()[0].bootstrap.rsplit(":", 1)
+    client = WireClient(host, int(port))
+    try:
+        answer = client.call(10, 3, messages.FindCoordinatorRequest(key=GROUP, key_type=0)).body
+    finally:
+        client.close()
+    return answer.node_id if answer.error_code == 0 else -1
+
+
+def group_consumer(cluster: Cluster) -> KafkaConsumer:
+    return KafkaConsumer(bootstrap_servers=cluster.bootstrap().split(","), group_id=GROUP, enable_auto_commit=False,
+                         auto_offset_reset="earliest", consumer_timeout_ms=2_000)
 
 
 def committed(cluster: Cluster) -> dict[int, int]:
     """GROUP's committed offsets of TOPIC, partition -> offset, as OffsetFetch answers them."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
-    (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(GROUP)],
-                                                  request_timeout=10).values()
-    return {p.partition: p.offset for p in future.result(TIMEOUT).topic_partitions if p.topic == TOPIC}
+    client = kafka_admin(cluster)
+    try:
+        found = client.list_group_offsets({GROUP: None})[GROUP]
+    finally:
+        client.close()
+    return {tp.partition: meta.offset for tp, meta in found.items() if tp.topic == TOPIC}
 
 
 def test_a_consumer_group_commits_to_the_leader_of_its_offsets_partition_replicated_three_times(
         cluster: Cluster) -> None:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "log_level": 0})
+    consumer = group_consumer(cluster)
     try:
         consumer.subscribe([TOPIC])
-        seen = 0
-        deadline = TIMEOUT
-        while seen < 50 and deadline > 0:
-            message = consumer.poll(1)
-            deadline -= 1
-            if message is not None and message.error() is None:
-                seen += 1
-        assert seen == 50, "the group's consumer read the topic"
-        consumer.commit(asynchronous=False)
-        positions = {p.partition: p.offset for p in consumer.position(consumer.assignment())}
+        seen = [message for _, message in zip(range(50), consumer, strict=False)]
+        assert len(seen) == 50, "the group's consumer read the topic"
+        consumer.commit()
+        position = consumer.position(TopicPartition(TOPIC, 0))  # the only partition with records
     finally:
         consumer.close()
-    assert committed(cluster) == {p: o for p, o in positions.items() if o >= 0}
+    assert committed(cluster)[0] == position == seen[-1].offset + 1
     offsets = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}) \
         .list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
     assert len(offsets.partitions) == OFFSETS_PARTITIONS
@@ -199,17 +206,15 @@ def test_committed_offsets_survive_a_kill_9_of_the_group_coordinator(cluster: Cl
     assert before, "the previous test committed offsets"
     coordinator = group_coordinator(cluster)
     cluster.brokers[coordinator].stop(signal.SIGKILL)
-    wait_until(lambda: group_coordinator(cluster) != coordinator, "another broker coordinates the group",
+    wait_until(lambda: group_coordinator(cluster) not in (coordinator, -1), "another broker coordinates the group",
                timeout=SESSION_MS / 1000 + TIMEOUT)
     assert committed(cluster) == before
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": GROUP, "auto.offset.reset": "latest",
-                         "enable.auto.commit": False, "log_level": 0})
+    consumer = group_consumer(cluster)
     try:  # the group's next member starts where the commits say, and commits through the new coordinator
-        consumer.subscribe([TOPIC])
-        wait_until(lambda: (consumer.poll(0.5), len(consumer.assignment()) == 3)[1], "the consumer joined")
-        assert {p.partition: p.offset for p in consumer.committed(consumer.assignment(), timeout=10)
-                if p.offset >= 0} == before
-        consumer.commit(offsets=[ConfluentPartition(TOPIC, 0, before[0] + 1)], asynchronous=False)
+        partition = TopicPartition(TOPIC, 0)
+        assert consumer.committed(partition) == before[0]
+        consumer.assign([partition])
+        consumer.commit({partition: OffsetAndMetadata(before[0] + 1, "", -1)})
     finally:
         consumer.close()
     assert committed(cluster)[0] == before[0] + 1
@@ -227,3 +232,98 @@ def test_producing_to_an_unknown_topic_creates_it_with_the_clusters_defaults(clu
         .list_topics("made-by-a-producer", timeout=10).topics["made-by-a-producer"]
     assert sorted(topic.partitions) == [0, 1]  # num.partitions
     assert {tuple(sorted(p.replicas)) for p in topic.partitions.values()} == {BROKER_IDS}  # default.replication.factor
+
+
+def test_records_deleted_on_the_leader_stay_deleted_when_a_follower_takes_over(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    admin.create_topics([NewTopic("trimmed", num_partitions=1, replication_factor=3)])["trimmed"].result(TIMEOUT)
+    wait_until(lambda: (cluster.agreed(0, "trimmed") or (None, ()))[1] == BROKER_IDS, "trimmed has three in sync")
+    values = [f"trimmed-{i}".encode() for i in range(10)]
+    assert produce(cluster.bootstrap(), values, topic="trimmed") == list(range(10))
+    (deleted,) = admin.delete_records([ConfluentPartition("trimmed", 0, 6)], request_timeout=30).values()
+    assert deleted.result(TIMEOUT).low_watermark == 6  # answered once every live replica starts at 6
+    leader, _ = cluster.agreed(0, "trimmed")  # type: ignore[misc]
+    cluster.brokers[leader].stop(signal.SIGKILL)
+    wait_until(lambda: (found := cluster.agreed(0, "trimmed")) and found[0] != leader, "a follower leads trimmed",
+               timeout=SESSION_MS / 1000 + TIMEOUT)
+    assert read_partition(cluster.bootstrap(), 0, 4, topic="trimmed") == values[6:]
+    cluster.brokers[leader].start()
+    wait_until(lambda: (cluster.agreed(0, "trimmed") or (None, ()))[1] == BROKER_IDS, "the old leader is back in sync")
+
+
+def produce_error(bootstrap: str, topic: str, value: bytes) -> object:
+    """The delivery error of one record (None when it was acknowledged)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0, "message.timeout.ms": 10000})
+    errors: list[object] = []
+    producer.produce(topic, value=value, on_delivery=lambda error, message: errors.append(error))
+    producer.flush(TIMEOUT)
+    return errors[0] if errors else "undelivered"
+
+
+def test_a_topic_config_changed_through_any_broker_takes_effect_on_the_partitions_leader(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    admin.create_topics([NewTopic("limited", num_partitions=1, replication_factor=3)])["limited"].result(TIMEOUT)
+    wait_until(lambda: cluster.agreed(0, "limited"), "limited has a leader")
+    assert produce_error(cluster.bootstrap(), "limited", b"x" * 5000) is None
+    change = ConfigResource("topic", "limited", incremental_configs=[
+        ConfigEntry("max.message.bytes", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(TIMEOUT)
+    for broker in cluster.live():  # DescribeConfigs reads ZooKeeper on every broker, hosting the topic or not
+        one_broker = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+        (entries,) = [future.result(TIMEOUT) for future in
+                      one_broker.describe_configs([ConfigResource("topic", "limited")]).values()]
+        assert entries["max.message.bytes"].value == "1000"
+    error = wait_until(lambda: produce_error(cluster.bootstrap(), "limited", b"x" * 5000),
+                       "the leader applies the change notification")
+    assert error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
+
+
+def kafka_admin(cluster: Cluster) -> KafkaAdminClient:
+    """kafka-python's admin client: it sends ElectLeaders and the reassignment APIs to the controller."""
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap().split(","), request_timeout_ms=30_000)
+
+
+def replicas_and_isr(cluster: Cluster, topic: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    found = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}).list_topics(topic, timeout=5) \
+        .topics[topic].partitions.get(0)
+    return None if found is None else (tuple(sorted(found.replicas)), tuple(sorted(found.isrs)))
+
+
+def test_a_partition_reassigned_to_other_brokers_moves_there_with_its_records(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    admin.create_topics([NewTopic("moving", num_partitions=1, replication_factor=-1,
+                                  replica_assignment=[[1]])])["moving"].result(TIMEOUT)
+    wait_until(lambda: cluster.agreed(0, "moving"), "moving has its leader")
+    values = [f"moving-{i}".encode() for i in range(20)]
+    assert produce(cluster.bootstrap(), values, topic="moving") == list(range(20))
+    client = kafka_admin(cluster)
+    try:
+        assert client.alter_partition_reassignments({TopicPartition("moving", 0): [2, 3]}) == \
+            {TopicPartition("moving", 0): None}
+        wait_until(lambda: replicas_and_isr(cluster, "moving") == ((2, 3), (2, 3)), "moving lives on brokers 2 and 3",
+                   timeout=TIMEOUT)
+        wait_until(lambda: client.list_partition_reassignments() == {}, "no reassignment is left in progress")
+    finally:
+        client.close()
+    assert read_partition(cluster.bootstrap(), 0, 20, topic="moving") == values
+
+
+def test_a_preferred_election_gives_partitions_back_to_their_first_replica(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0})
+    admin.create_topics([NewTopic("preferring", num_partitions=1, replication_factor=-1,
+                                  replica_assignment=[[1, 2, 3]])])["preferring"].result(TIMEOUT)
+    wait_until(lambda: (cluster.agreed(0, "preferring") or (None, ()))[1] == BROKER_IDS, "preferring in sync")
+    assert cluster.agreed(0, "preferring")[0] == 1
+    cluster.brokers[1].stop(signal.SIGTERM)  # a controlled shutdown moves the leadership away
+    cluster.brokers[1].start()
+    wait_until(lambda: (cluster.agreed(0, "preferring") or (None, ()))[1] == BROKER_IDS,
+               "broker 1 is back in the ISR of preferring")
+    assert cluster.agreed(0, "preferring")[0] != 1  # auto.leader.rebalance.enable is off here
+    client = kafka_admin(cluster)
+    try:
+        response = client.elect_leaders(0, {"preferring": [0]})
+    finally:
+        client.close()
+    assert [(r[0], [tuple(p[:2]) for p in r[1]]) for r in response.replica_election_results] == \
+        [("preferring", [(0, 0)])]
+    wait_until(lambda: (cluster.agreed(0, "preferring") or (None,))[0] == 1, "broker 1 leads preferring again")

@@ -14,6 +14,8 @@ import pytest
 
 from kbroker.apis import offsets as api
 from kbroker.broker import Broker, Topic
+from kbroker.cluster.member import ClusterMember
+from kbroker.cluster.metadata_cache import MetadataUpdate, PartitionMetadata
 from kbroker.cluster.model import LeaderAndIsr, PartitionState
 from kbroker.cluster.replica_manager import LeaderAndIsrPartition
 from kbroker.config import build
@@ -29,13 +31,18 @@ OC, OF = messages.OffsetCommitRequest, messages.OffsetFetchRequest
 
 
 def cluster_broker(tmp_path: Path, **extra: str) -> Broker:
-    """A cluster-mode broker that never reaches ZooKeeper, with topic "t" known as Metadata would make it."""
-    broker = Broker(build({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
-                           "zookeeper.connect": "127.0.0.1:1/never-connected", "broker.id": str(LOCAL),
-                           "offsets.topic.num.partitions": str(PARTITIONS), **extra}))
-    for name, count in (("t", 2), (OFFSETS_TOPIC, PARTITIONS)):
-        topic = Topic(name, uuid.uuid4(), count, {})
-        broker.topics[name], broker.topics_by_id[topic.topic_id] = topic, topic
+    """A cluster-mode broker whose member never reaches ZooKeeper. Topic "t" is hosted by another broker: this one
+    knows it only from UpdateMetadata, as a coordinator knows most of the topics its groups commit to."""
+    config = build({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                    "zookeeper.connect": "127.0.0.1:1/never-connected", "broker.id": str(LOCAL),
+                    "offsets.topic.num.partitions": str(PARTITIONS), **extra})
+    broker = Broker(config)
+    member = ClusterMember(config)
+    member.broker, broker.cluster = broker, member
+    elsewhere = tuple(PartitionMetadata("t", index, FOLLOWER, 0, (FOLLOWER,), (FOLLOWER,)) for index in range(2))
+    member.metadata.update(MetadataUpdate(FOLLOWER, 1, (), elsewhere, {"t": uuid.uuid4()}))
+    offsets = Topic(OFFSETS_TOPIC, uuid.uuid4(), PARTITIONS, {})
+    broker.topics[OFFSETS_TOPIC], broker.topics_by_id[offsets.topic_id] = offsets, offsets
     return broker
 
 
@@ -64,10 +71,10 @@ def leadership(broker: Broker, leader: int, epoch: int, replicas: tuple[int, ...
         broker.coordinator.unload_partition(followed.index)
 
 
-async def commit(broker: Broker, offset: int) -> int:
-    """The error OffsetCommit (v8) answers for partition 0 of "t"."""
+async def commit(broker: Broker, offset: int, partition: int = 0) -> int:
+    """The error OffsetCommit (v8) answers for that partition of "t"."""
     request = OC(group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", topics=[OC.OffsetCommitRequestTopic(
-        name="t", partitions=[OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)])])
+        name="t", partitions=[OC.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)])])
     header = messages.RequestHeader(request_api_key=8, request_api_version=8, correlation_id=1, client_id="t")
     response = await api.offset_commit(broker, header, request)
     return response.topics[0].partitions[0].error_code
@@ -126,11 +133,33 @@ def test_a_commit_is_answered_only_once_the_follower_in_the_isr_has_it(broker: B
     assert asyncio.run(fetch(broker)) == (ErrorCode.NONE, 7)
 
 
-def test_a_commit_the_isr_does_not_get_in_time_is_coordinator_not_available_and_not_kept(tmp_path: Path) -> None:
+def test_a_commit_waiting_for_the_isr_is_not_yet_what_offset_fetch_answers(broker: Broker) -> None:
+    leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
+
+    async def scenario() -> tuple[int, int]:
+        answer = asyncio.ensure_future(commit(broker, 7))
+        await asyncio.sleep(0.2)
+        meanwhile = await fetch(broker)
+        partition = offsets_partition(broker)
+        end = partition.log.log_end_offset
+        broker.replicas.record_follower_fetch(partition, FOLLOWER, end, 0, end)
+        await answer
+        return meanwhile
+
+    assert asyncio.run(scenario()) == (ErrorCode.NONE, -1)
+
+
+def test_a_commit_to_a_partition_that_does_not_exist_in_the_cluster_is_unknown_topic_or_partition(
+        broker: Broker) -> None:
+    leadership(broker, LOCAL, 1)
+    assert asyncio.run(commit(broker, 7, partition=2)) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_commit_the_isr_does_not_get_in_time_is_request_timed_out_and_not_kept(tmp_path: Path) -> None:
     broker = cluster_broker(tmp_path, **{"offsets.commit.timeout.ms": "200"})
     try:
         leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
-        assert asyncio.run(commit(broker, 7)) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert asyncio.run(commit(broker, 7)) == ErrorCode.REQUEST_TIMED_OUT  # passed on, as Kafka's storeOffsets
         assert asyncio.run(fetch(broker)) == (ErrorCode.NONE, -1)
     finally:
         broker.close()
