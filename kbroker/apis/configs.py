@@ -241,7 +241,8 @@ class TopicOverrides:
             self._changed[name] = configs
 
     async def save(self) -> set[str]:
-        """Write the changed topics to ZooKeeper (applied here at once); the names whose write failed."""
+        """Write the changed topics to ZooKeeper; the names whose write failed. Every broker hosting a topic, this one
+        too, applies its change from the notification, in the order ZooKeeper gave the notifications."""
         failed = set()
         for name, configs in self._changed.items():
             try:
@@ -249,9 +250,6 @@ class TopicOverrides:
             except Exception:
                 log.exception("cannot write the configs of topic %s to ZooKeeper", name)
                 failed.add(name)
-                continue
-            if name in self.broker.topics:
-                self.broker.set_topic_configs(name, configs)
         return failed
 
 
@@ -401,6 +399,8 @@ def _alter_topic(overrides: TopicOverrides, name: str, change: Callable[[dict[st
     if problem:
         raise ConfigRequestError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     current = overrides.get(name)
+    if current is None and overrides.member is not None:  # ZooKeeper mode checks the topic first (validateTopicConfig)
+        raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
     new = change(dict(current) if current is not None else {})
     try:
         validate_topic_configs(new)

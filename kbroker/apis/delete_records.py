@@ -58,8 +58,9 @@ async def _wait_for_followers(broker: Broker, waiting: list[tuple[object, int, o
     while waiting:
         pending = []
         for partition, required, result in waiting:
-            if not partition.is_leader or partition.log is None:
-                result.error_code, result.low_watermark = ErrorCode.NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK
+            moved = _moved(broker, partition)
+            if moved:
+                result.error_code, result.low_watermark = moved, INVALID_LOW_WATERMARK
                 continue
             low_watermark = partition.low_watermark(lambda broker_id: metadata.alive_broker(broker_id) is not None)
             if low_watermark >= required:
@@ -67,12 +68,22 @@ async def _wait_for_followers(broker: Broker, waiting: list[tuple[object, int, o
             else:
                 pending.append((partition, required, result))
         if pending and loop.time() >= deadline:
-            for _, _, result in pending:
-                result.error_code, result.low_watermark = ErrorCode.REQUEST_TIMED_OUT, INVALID_LOW_WATERMARK
+            for _, _, result in pending:  # the low watermark stays the leader's, as Kafka's expired delete answers
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
             return
         waiting = pending
         if waiting:
             await asyncio.sleep(FOLLOWER_CHECK_S)
+
+
+def _moved(broker: Broker, partition) -> int:
+    """Why a partition waited on can no longer answer (Kafka's DelayedDeleteRecords.tryComplete): no longer
+    hosted, its log dir failed, or no longer led here; NONE while it can."""
+    if broker.replicas.get(partition.topic, partition.index) is not partition:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partition.log is None or partition.log.closed:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.NONE if partition.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 @handles(21)

@@ -109,7 +109,8 @@ async def dispatch(broker, frame: bytes, start: int = 0) -> ResponseFrame | None
         response = await handler.handle(broker, header, request)
     except Exception:
         log.exception("%s v%d failed", handler.name, version)
-        response = _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
+        response = handler.failed(request, ErrorCode.UNKNOWN_SERVER_ERROR) if handler.failed is not None \
+            else _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
     if response is None:
         return None
     out = bytearray(_PLACEHOLDER)

@@ -17,6 +17,7 @@ from kbroker.apis.controller import active_controller
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker
 from kbroker.cluster.controller_context import TopicPartition
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE
 from kbroker.cluster.controller_events import ELECTION_NOT_NEEDED_MESSAGE
 from kbroker.cluster.controller_store import ControllerMovedError
 from wire import messages
@@ -62,7 +63,7 @@ def _on_single_node(broker: Broker, partitions: Iterable[TopicPartition], kind: 
 async def _in_cluster(broker: Broker, partitions: list[TopicPartition], kind: str,
                       timeout_ms: int) -> dict[TopicPartition, Outcome]:
     controller = active_controller(broker)
-    not_controller = {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in partitions}
+    not_controller = {tp: (ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) for tp in partitions}
     if controller is None or not partitions:
         return not_controller
     try:
@@ -112,12 +113,19 @@ async def elect_leaders(broker: Broker, header, request):
         results = _on_single_node(broker, partitions, kind)
     else:
         results = await _in_cluster(broker, partitions, kind, request.timeout_ms)
+    # an election over all partitions reports only those that needed one; their topics stay listed on a single
+    # node (as Kafka 4's KRaft controller answers) and go in a cluster (as Kafka 3.9's ZooKeeper-mode KafkaApis)
+    everything, keep_topics = request.topic_partitions is None, getattr(broker, "cluster", None) is None
     by_topic: dict[str, list] = {}
     for tp in partitions:
+        if tp not in results:
+            continue  # the controller's state machine left it out (a partition still New): Kafka omits it too
         error, message = results[tp]
-        found = by_topic.setdefault(tp.topic, [])
-        if request.topic_partitions is None and error == ErrorCode.ELECTION_NOT_NEEDED:
-            continue  # an election over all partitions reports only those that needed one (their topics stay)
-        found.append(R.PartitionResult(partition_id=tp.partition, error_code=error, error_message=message))
+        if everything and error == ErrorCode.ELECTION_NOT_NEEDED:
+            if keep_topics:
+                by_topic.setdefault(tp.topic, [])
+            continue
+        by_topic.setdefault(tp.topic, []).append(R.PartitionResult(partition_id=tp.partition, error_code=error,
+                                                                   error_message=message))
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
         R.ReplicaElectionResult(topic=topic, partition_result=found) for topic, found in by_topic.items()])

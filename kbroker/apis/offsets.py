@@ -171,8 +171,7 @@ async def offset_commit(broker: Broker, header, request):
         stored = end is not None or store.deferring
         if end is not None and store.owned is not None:  # a cluster: it holds, and is answered, once the ISR has it
             stored = await _replicated(broker, store, group_id, end, topics)
-            if stored and not store.not_coordinating(group_id):  # still this broker's group after the wait
-                store.cache_commits(group_id, commits)
+            store.replicated_commits(group_id, commits, end, stored)
         if stored and group is None and consumer_group is None and not error and \
                 not store.not_coordinating(group_id):
             coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets

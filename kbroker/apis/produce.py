@@ -93,7 +93,17 @@ async def _await_acks(broker: Broker, waiting: dict[tuple[str, int], tuple[objec
             waiting[key][0].error_code = error
 
 
-@handles(0)
+def failed_response(request, error: int):
+    """Every partition of the request answers `error` (ProduceRequest.getErrorResponse); acks=0 gets nothing."""
+    if request.acks == 0:
+        return None
+    return Response(throttle_time_ms=0, responses=[
+        Response.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id or ZERO_UUID, partition_responses=[
+            _partition_response(partition.index, error) for partition in topic.partition_data])
+        for topic in request.topic_data])
+
+
+@handles(0, failed=failed_response)
 async def produce(broker: Broker, header, request):
     version = header.request_api_version
     now = now_ms()  # one append time for the whole request

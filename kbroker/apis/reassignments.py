@@ -13,6 +13,7 @@ from kbroker.apis.controller import active_controller
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker
 from kbroker.cluster.controller_context import TopicPartition
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE
 from kbroker.cluster.controller_reassignment import replica_list_error
 from kbroker.cluster.controller_store import ControllerMovedError
 from kbroker.cluster.model import ReplicaAssignment
@@ -77,10 +78,10 @@ async def alter_partition_reassignments(broker: Broker, header, request):
     elif asked:
         controller = active_controller(broker)
         try:
-            outcome = (ErrorCode.NOT_CONTROLLER, None) if controller is None else \
+            outcome = (ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) if controller is None else \
                 await controller.alter_reassignments(asked)
         except ControllerMovedError:
-            outcome = (ErrorCode.NOT_CONTROLLER, None)
+            outcome = (ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
         if isinstance(outcome, dict):
             results.update(outcome)
         else:
@@ -112,7 +113,7 @@ async def list_partition_reassignments(broker: Broker, header, request):
     except ControllerMovedError:
         error, moving = ErrorCode.NOT_CONTROLLER, {}
     if error:
-        return R(throttle_time_ms=0, error_code=error, error_message=None, topics=[])
+        return R(throttle_time_ms=0, error_code=error, error_message=NOT_CONTROLLER_MESSAGE, topics=[])
     by_topic: dict[str, list] = {}
     for tp, assignment in sorted(moving.items()):
         by_topic.setdefault(tp.topic, []).append(R.OngoingPartitionReassignment(

@@ -27,6 +27,9 @@ class Handler:
     min_version: int
     max_version: int
     handle: HandlerFunction
+    # the response to send when `handle` raised: Kafka's getErrorResponse, which names every item of the request
+    # with the error (None: the error at the top level, where the API has one)
+    failed: Callable[[Any, int], Any] | None = None
 
     @property
     def name(self) -> str:
@@ -39,15 +42,17 @@ class Handler:
 HANDLERS: dict[int, Handler] = {}
 
 
-def handles(api_key: int, versions: tuple[int, int] | None = None) -> Callable[[HandlerFunction], HandlerFunction]:
-    """Register a handler; `versions` defaults to every version the spec defines."""
+def handles(api_key: int, versions: tuple[int, int] | None = None, *,
+            failed: Callable[[Any, int], Any] | None = None) -> Callable[[HandlerFunction], HandlerFunction]:
+    """Register a handler; `versions` defaults to every version the spec defines; `failed(request, error)` builds
+    the answer for a request whose handler raised (see Handler.failed)."""
 
     def register(function: HandlerFunction) -> HandlerFunction:
         spec_versions = messages.api(api_key).versions
         low, high = versions or (spec_versions.low, spec_versions.high)
         if api_key in HANDLERS:
             raise RuntimeError(f"API key {api_key} registered twice")
-        HANDLERS[api_key] = Handler(api_key, low, high, function)
+        HANDLERS[api_key] = Handler(api_key, low, high, function, failed)
         return function
 
     return register

@@ -43,7 +43,7 @@ from kbroker.cluster.controller_channel import (
     TopicDeletionStopReplicaResponseReceived,
 )
 from kbroker.cluster.controller_context import TopicPartition, is_being_reassigned
-from kbroker.cluster.controller_core import ControllerConfig, ControllerCore, ControllerOutput
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, ControllerConfig, ControllerCore, ControllerOutput
 from kbroker.cluster.controller_reassignment import process_api_partition_reassignment
 from kbroker.cluster.controller_store import ControllerMovedError
 from kbroker.cluster.model import FinalizedFeatures, ProducerIdBlock, ReplicaAssignment, TopicAssignment
@@ -617,13 +617,13 @@ class KafkaController:
 
     def _elect_leaders(self, event: ElectLeaders) -> dict[TopicPartition, int | tuple[ErrorCode, str | None]]:
         if not self.is_active:
-            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in event.partitions}
+            return {tp: (ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) for tp in event.partitions}
         return self._emit(events.process_replica_leader_election(self.core, event.partitions, event.election_type,
                                                                  "admin"))
 
     def _alter_reassignments(self, event: AlterReassignments) -> Any:
         if not self.is_active:
-            return ErrorCode.NOT_CONTROLLER, None
+            return ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE
         return self._emit(process_api_partition_reassignment(self.core, dict(event.targets)))
 
     def _list_reassignments(self, event: ListReassignments) -> tuple[ErrorCode, dict[TopicPartition,

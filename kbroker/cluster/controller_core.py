@@ -24,6 +24,7 @@ from kbroker.cluster.replica_state_machine import ReplicaStateMachine
 T = TypeVar("T")
 P = ParamSpec("P")
 
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."  # Errors' own, which ApiError carries
 AUTO_REBALANCE_FIRST_DELAY_S = 5.0  # onControllerFailover schedules the first check 5 s after becoming controller
 
 

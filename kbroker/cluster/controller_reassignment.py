@@ -25,7 +25,7 @@ from kbroker.cluster.controller_context import (
     origin_replicas,
     reassign_to,
 )
-from kbroker.cluster.controller_core import ControllerCore, event
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, ControllerCore, event
 from kbroker.cluster.controller_states import PartitionStatus, ReplicaStatus
 from kbroker.cluster.controller_store import (
     ControllerMovedError,
@@ -91,7 +91,7 @@ def process_api_partition_reassignment(core: ControllerCore, reassignments: Mapp
     """AlterPartitionReassignments: per partition, NONE or Kafka's error; a target of None cancels. A controller
     that is not active answers NOT_CONTROLLER for the whole request."""
     if not core.active:
-        return ErrorCode.NOT_CONTROLLER, None
+        return ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE
     results: dict[TopicPartition, ApiError] = {}
     to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
     for tp, target in reassignments.items():
@@ -102,7 +102,7 @@ def process_api_partition_reassignment(core: ControllerCore, reassignments: Mapp
             continue
         built = _build_reassignment(core, tp, target)
         if built is None:
-            results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+            results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
         else:
             to_reassign[tp] = built
     results.update(_trigger_reassignments(core, to_reassign))

@@ -9,7 +9,7 @@ import time
 from kbroker.coordinator.consumer_group_records import ConsumerGroupOffsetStore
 from kbroker.coordinator.consumer_groups import ConsumerGroupCoordinator, ConsumerGroupState
 from kbroker.coordinator.groups import Group, GroupCoordinator, GroupState, Member
-from kbroker.coordinator.offsets import GROUP_VALUE_VERSION, OFFSETS_TOPIC
+from kbroker.coordinator.offsets import GROUP_VALUE_VERSION, OFFSETS_TOPIC, CoordinatorWriteError, group_store_error
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -110,11 +110,33 @@ class Coordinator:
         self.consumer_groups.forget(group_id)
         return None
 
-    def _persist(self, group: Group) -> None:
+    def _persist(self, group: Group) -> asyncio.Future | None:
+        """Write the group's metadata record. In a cluster, also the error its replication ends with (Kafka's
+        storeGroup: SyncGroup answers once the ISR has it); on a single node nothing to wait for."""
+        store = self.offsets
         try:
-            self.offsets.write_group(group.group_id, encode_group(group), time.time_ns() // 1_000_000)
+            end = store.write_group(group.group_id, encode_group(group), time.time_ns() // 1_000_000)
+        except CoordinatorWriteError as error:
+            return self._settled(group_store_error(error.error_code)) if store.owned is not None else None
         except Exception:  # the group keeps working in memory; only a restart would forget it
             log.exception("could not store the metadata of group %s", group.group_id)
+            return None
+        if store.owned is None:
+            return None
+        return asyncio.ensure_future(self._replicated(group.group_id, end))
+
+    @staticmethod
+    def _settled(error: int) -> asyncio.Future:
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(error)
+        return done
+
+    async def _replicated(self, group_id: str, end: int) -> int:
+        store = self.offsets
+        key = (OFFSETS_TOPIC, store.partition_for(group_id))
+        errors = await store.broker.replicas.wait_for_acks({key: end},
+                                                           int(store.broker.config["offsets.commit.timeout.ms"]))
+        return group_store_error(errors.get(key, ErrorCode.NONE))
 
     def forget_group(self, group_id: str) -> None:
         """Drop a group for good: a tombstone for its metadata record, then out of memory."""

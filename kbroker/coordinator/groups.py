@@ -29,7 +29,7 @@ import asyncio
 import enum
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from wire.errors import ErrorCode
@@ -161,14 +161,15 @@ class Group:
 class GroupCoordinator:
     """Every classic group of this broker; all methods run on the broker's event loop."""
 
-    def __init__(self, initial_rebalance_delay_ms: int, persist: Callable[[Group], None] | None = None,
+    def __init__(self, initial_rebalance_delay_ms: int, persist: Callable[[Group], Awaitable[int] | None] | None = None,
                  max_size: int = DEFAULT_GROUP_MAX_SIZE, min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
                  max_session_timeout_ms: int = MAX_SESSION_TIMEOUT_MS) -> None:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.max_size = max_size
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self._persist = persist or (lambda group: None)  # writes the group's metadata record
+        # writes the group's metadata record; in a cluster it also gives the error of its replication to wait for
+        self._persist = persist or (lambda group: None)
         self.groups: dict[str, Group] = {}
         self._started = False
 
@@ -562,11 +563,31 @@ class GroupCoordinator:
         if member_id == group.leader_id:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
-            group.state = GroupState.STABLE
-            self._persist(group)  # Kafka stores the generation before answering the syncs
+            group.state = GroupState.STABLE  # what is stored: the stable group with its assignment
+            stored = self._persist(group)  # Kafka stores the generation before answering the syncs
+            if stored is not None and not await self._stored_in_time(group, stored):
+                return await waiter
             for m in group.members.values():
                 self._answer_sync(group, m, self._sync_result(group, m))
         return await waiter
+
+    async def _stored_in_time(self, group: Group, stored: Awaitable[int]) -> bool:
+        """A cluster's storeGroup: the group stays CompletingRebalance until the ISR has its record. Whether the
+        syncs may be answered now; if not, the group moved on meanwhile (a join, say, which answered them), or the
+        store failed: the syncs get its error and the group rebalances, as Kafka's SyncGroup does."""
+        generation = group.generation_id
+        group.state = GroupState.COMPLETING_REBALANCE
+        error = await stored
+        if group.state != GroupState.COMPLETING_REBALANCE or group.generation_id != generation:
+            return False
+        if error:
+            for m in group.members.values():
+                m.assignment = b""
+                self._answer_sync(group, m, SyncResult(error))
+            self._prepare_rebalance(group)
+            return False
+        group.state = GroupState.STABLE
+        return True
 
     def _sync_result(self, group: Group, member: Member) -> SyncResult:
         return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)

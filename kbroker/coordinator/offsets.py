@@ -94,6 +94,15 @@ def coordinator_error(error_code: int) -> int:
     return error_code
 
 
+def group_store_error(error_code: int) -> int:
+    """Kafka's answer for a SyncGroup whose group record could not be stored (GroupMetadataManager.storeGroup)."""
+    if error_code == ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if error_code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return coordinator_error(error_code)
+
+
 class CommittedOffset(NamedTuple):
     offset: int
     leader_epoch: int
@@ -215,6 +224,9 @@ class OffsetStore:
         self._lost_pending = False  # a flush failed since flush_pending last answered
         # the partitions whose groups this broker coordinates; None: all of them (a single node)
         self.owned: set[int] | None = set() if broker.config.cluster_mode else None
+        # a cluster's commits waiting for the ISR: (group, topic, partition) -> the end of its newest append, so
+        # only the newest commit enters the cache (Kafka's pendingOffsetCommits)
+        self._awaiting_isr: dict[tuple[str, str, int], int] = {}
         topic = broker.topics.get(OFFSETS_TOPIC)
         if topic is not None and self.owned is None:
             self.partitions = topic.partitions
@@ -271,9 +283,12 @@ class OffsetStore:
 
     def forget_groups(self, group_ids: Iterable[str]) -> None:
         """Drop groups from the cache, their records staying in the log (another broker leads them now)."""
-        for group_id in group_ids:
+        leaving = set(group_ids)
+        for group_id in leaving:
             self.offsets.pop(group_id, None)
             self.loaded_groups.pop(group_id, None)
+        for key in [key for key in self._awaiting_isr if key[0] in leaving]:
+            del self._awaiting_isr[key]
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if not key:
@@ -353,10 +368,11 @@ class OffsetStore:
             field = self._key_fields[cache_key] = length_prefixed(encode_key(group, topic, partition))
         return field
 
-    def write_group(self, group: str, value: bytes | None, now_ms: int) -> None:
-        """A group-metadata record (None: its tombstone, appended without an ISR check) in the group's partition."""
-        self._append(group, [(length_prefixed(encode_group_key(group)), length_prefixed(value))], now_ms,
-                     check_isr=value is not None)
+    def write_group(self, group: str, value: bytes | None, now_ms: int) -> int:
+        """A group-metadata record (None: its tombstone, appended without an ISR check) in the group's partition;
+        the offset after it."""
+        return self._append(group, [(length_prefixed(encode_group_key(group)), length_prefixed(value))], now_ms,
+                            check_isr=value is not None)
 
     def commit(self, group: str, commits: dict[tuple[str, int], CommittedOffset], now_ms: int) -> int | None:
         """Append the commits as one batch to the group's partition (or, deferring, stage them for
@@ -369,8 +385,11 @@ class OffsetStore:
                   for (topic, partition), committed in commits.items()]
         if not self.deferring:
             end = self._append(group, fields, now_ms)
-            if self.owned is None:  # a cluster's commits enter the cache once the ISR has them (cache_commits)
-                self.cache_commits(group, commits)
+            if self.owned is None:
+                self.offsets.setdefault(group, {}).update(commits)
+            else:  # a cluster's commits enter the cache once the ISR has them (replicated_commits)
+                for topic, partition in commits:
+                    self._awaiting_isr[(group, topic, partition)] = end
             return end
         partition = self.partition_for(group)
         self._pending.setdefault(partition, []).extend(fields)
@@ -381,9 +400,19 @@ class OffsetStore:
             cached[topic_partition] = committed
         return None
 
-    def cache_commits(self, group: str, commits: dict[tuple[str, int], CommittedOffset]) -> None:
-        """Commits that hold now: what OffsetFetch answers from."""
-        self.offsets.setdefault(group, {}).update(commits)
+    def replicated_commits(self, group: str, commits: dict[tuple[str, int], CommittedOffset], end: int,
+                           held: bool) -> None:
+        """A cluster's commits appended up to `end` are settled: those that `held` (the ISR has them) enter the
+        cache, unless a newer commit of the same partition was appended since or its offsets were deleted."""
+        cached = None
+        for (topic, partition), committed in commits.items():
+            key = (group, topic, partition)
+            if self._awaiting_isr.get(key) != end:
+                continue
+            del self._awaiting_isr[key]
+            if held:
+                cached = self.offsets.setdefault(group, {}) if cached is None else cached
+                cached[(topic, partition)] = committed
 
     def flush_pending(self) -> bool:
         """Append the deferred commits, one batch per partition. False when some could not be
@@ -422,7 +451,10 @@ class OffsetStore:
                 cached[topic_partition] = previous
 
     def delete(self, group: str, partitions: list[tuple[str, int]], now_ms: int) -> None:
-        """Tombstones for the group's offsets of `partitions`, so compaction drops them too."""
+        """Tombstones for the group's offsets of `partitions`, so compaction drops them too (and commits still
+        waiting for the ISR will not enter the cache)."""
+        for topic, partition in partitions:
+            self._awaiting_isr.pop((group, topic, partition), None)
         current = self.offsets.get(group, {})
         doomed = [tp for tp in partitions if tp in current]
         if doomed:  # tombstones are appended as Kafka's cleanupGroupMetadata does: with acks=0, no ISR check

@@ -339,7 +339,7 @@ def test_reassignment_refuses_duplicates_dead_brokers_and_unknown_partitions() -
         T0: (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
              "Duplicate replica ids in partition reassignment replica list: ArrayBuffer(2, 2)"),
         TopicPartition("t", 1): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."),
-        TopicPartition("t", 2): (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)}
+        TopicPartition("t", 2): (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")}
     assert process_api_partition_reassignment(c.core, {T0: (1, 9)}).result[T0][0] == \
         ErrorCode.INVALID_REPLICA_ASSIGNMENT
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kazoo.client import KazooClient
 
@@ -265,9 +265,18 @@ def test_a_topic_config_changed_through_any_broker_takes_effect_on_the_partition
     admin.create_topics([NewTopic("limited", num_partitions=1, replication_factor=3)])["limited"].result(TIMEOUT)
     wait_until(lambda: cluster.agreed(0, "limited"), "limited has a leader")
     assert produce_error(cluster.bootstrap(), "limited", b"x" * 5000) is None
-    change = ConfigResource("topic", "limited", incremental_configs=[
-        ConfigEntry("max.message.bytes", "1000", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([change])[change].result(TIMEOUT)
+    leader, _ = cluster.agreed(0, "limited")  # type: ignore[misc]
+    elsewhere = next(b for b in cluster.live() if b.broker_id != leader)  # so the leader learns it from ZooKeeper
+    host, port = elsewhere.bootstrap.rsplit(":", 1)
+    client = WireClient(host, int(port))
+    try:
+        IAC = messages.IncrementalAlterConfigsRequest
+        answer = client.call(44, 1, IAC(validate_only=False, resources=[IAC.AlterConfigsResource(
+            resource_type=2, resource_name="limited", configs=[IAC.AlterableConfig(
+                name="max.message.bytes", config_operation=0, value="1000")])])).body
+    finally:
+        client.close()
+    assert [r.error_code for r in answer.responses] == [0]
     for broker in cluster.live():  # DescribeConfigs reads ZooKeeper on every broker, hosting the topic or not
         one_broker = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
         (entries,) = [future.result(TIMEOUT) for future in

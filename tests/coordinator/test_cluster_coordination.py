@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kbroker.apis import groups as groups_api
 from kbroker.apis import offsets as api
 from kbroker.broker import Broker, Topic
 from kbroker.cluster.member import ClusterMember
@@ -35,7 +36,7 @@ def cluster_broker(tmp_path: Path, **extra: str) -> Broker:
     knows it only from UpdateMetadata, as a coordinator knows most of the topics its groups commit to."""
     config = build({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
                     "zookeeper.connect": "127.0.0.1:1/never-connected", "broker.id": str(LOCAL),
-                    "offsets.topic.num.partitions": str(PARTITIONS), **extra})
+                    "offsets.topic.num.partitions": str(PARTITIONS), "group.initial.rebalance.delay.ms": "0", **extra})
     broker = Broker(config)
     member = ClusterMember(config)
     member.broker, broker.cluster = broker, member
@@ -94,6 +95,13 @@ def offsets_partition(broker: Broker):
     return broker.replicas.get(OFFSETS_TOPIC, partition_for(GROUP, PARTITIONS))
 
 
+def follower_caught_up(broker: Broker) -> None:
+    """The follower fetches from the leader's log end: the high watermark reaches it."""
+    partition = offsets_partition(broker)
+    end = partition.log.log_end_offset
+    broker.replicas.record_follower_fetch(partition, FOLLOWER, end, 0, end)
+
+
 def test_a_cluster_broker_is_not_the_coordinator_of_a_group_whose_partition_it_does_not_lead(broker: Broker) -> None:
     assert asyncio.run(commit(broker, 5)) == ErrorCode.NOT_COORDINATOR
     leadership(broker, FOLLOWER, 1, (FOLLOWER, LOCAL))
@@ -124,9 +132,7 @@ def test_a_commit_is_answered_only_once_the_follower_in_the_isr_has_it(broker: B
         answer = asyncio.ensure_future(commit(broker, 7))
         await asyncio.sleep(0.3)
         waited = not answer.done()
-        partition = offsets_partition(broker)
-        end = partition.log.log_end_offset
-        broker.replicas.record_follower_fetch(partition, FOLLOWER, end, 0, end)
+        follower_caught_up(broker)
         return waited, await answer
 
     assert asyncio.run(scenario()) == (True, ErrorCode.NONE)
@@ -140,9 +146,7 @@ def test_a_commit_waiting_for_the_isr_is_not_yet_what_offset_fetch_answers(broke
         answer = asyncio.ensure_future(commit(broker, 7))
         await asyncio.sleep(0.2)
         meanwhile = await fetch(broker)
-        partition = offsets_partition(broker)
-        end = partition.log.log_end_offset
-        broker.replicas.record_follower_fetch(partition, FOLLOWER, end, 0, end)
+        follower_caught_up(broker)
         await answer
         return meanwhile
 
@@ -174,3 +178,65 @@ def test_a_commit_with_fewer_in_sync_replicas_than_min_insync_replicas_is_coordi
         assert asyncio.run(fetch(broker)) == (ErrorCode.NONE, -1)
     finally:
         broker.close()
+
+
+JG, SG = messages.JoinGroupRequest, messages.SyncGroupRequest
+
+
+async def join_then_sync(broker: Broker) -> asyncio.Future:
+    """A one-member classic group: JoinGroup (v3, so no second join for a member id), then the leader's SyncGroup
+    running; its answer (error, assignment) is the future's."""
+    header = messages.RequestHeader(request_api_key=11, request_api_version=3, correlation_id=1, client_id="t")
+    joined = await groups_api.join_group(broker, header, JG(
+        group_id=GROUP, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="", protocol_type="consumer",
+        protocols=[JG.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+    assert joined.error_code == ErrorCode.NONE
+    header = messages.RequestHeader(request_api_key=14, request_api_version=3, correlation_id=2, client_id="t")
+    sync = SG(group_id=GROUP, generation_id=joined.generation_id, member_id=joined.member_id, assignments=[
+        SG.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"all of it")])
+
+    async def answer() -> tuple[int, bytes]:
+        synced = await groups_api.sync_group(broker, header, sync)
+        return synced.error_code, bytes(synced.assignment)
+    return asyncio.ensure_future(answer())
+
+
+def test_the_leaders_sync_group_is_answered_only_once_the_isr_has_the_groups_assignment(broker: Broker) -> None:
+    leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
+
+    async def scenario() -> tuple[bool, tuple[int, bytes]]:
+        synced = await join_then_sync(broker)
+        await asyncio.sleep(0.3)
+        waited = not synced.done()
+        follower_caught_up(broker)
+        return waited, await synced
+
+    assert asyncio.run(scenario()) == (True, (ErrorCode.NONE, b"all of it"))
+
+
+def test_a_sync_group_whose_assignment_the_isr_does_not_get_in_time_is_rebalance_in_progress(tmp_path: Path) -> None:
+    broker = cluster_broker(tmp_path, **{"offsets.commit.timeout.ms": "200"})
+    try:
+        leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
+
+        async def scenario() -> tuple[int, bytes]:
+            return await (await join_then_sync(broker))
+
+        assert asyncio.run(scenario()) == (ErrorCode.REBALANCE_IN_PROGRESS, b"")
+    finally:
+        broker.close()
+
+
+def test_of_two_commits_waiting_for_the_isr_the_newer_one_is_what_offset_fetch_answers(broker: Broker) -> None:
+    leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
+
+    async def scenario() -> tuple[list[int], tuple[int, int]]:
+        older = asyncio.ensure_future(commit(broker, 5))
+        await asyncio.sleep(0.05)
+        newer = asyncio.ensure_future(commit(broker, 7))
+        await asyncio.sleep(0.05)
+        follower_caught_up(broker)
+        answers = [await newer, await older]
+        return answers, await fetch(broker)
+
+    assert asyncio.run(scenario()) == ([ErrorCode.NONE, ErrorCode.NONE], (ErrorCode.NONE, 7))
