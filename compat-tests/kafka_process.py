@@ -126,9 +126,11 @@ class ZooKeeperProcess:
     def start(self, timeout: float = 60) -> ZooKeeperProcess:
         (self.workdir / "data").mkdir(parents=True, exist_ok=True)
         config = self.workdir / "zoo.cfg"
+        # ZooKeeper expires sessions on tick boundaries: a short tick keeps expiry within ~0.5 s of the session
+        # timeout, so failover timings measure the brokers, not the tick (3 s by default)
         config.write_text(f"dataDir={self.workdir / 'data'}\nclientPort={self.port}\n"
                           "clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n"
-                          "4lw.commands.whitelist=*\n")
+                          "4lw.commands.whitelist=*\ntickTime=500\nmaxSessionTimeout=60000\n")
         log = self.workdir / "zookeeper.log"
         self.process = _jvm("kafka-3.9", "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config),
                             log_config=_log_config("kafka-3.9", self.workdir, log), log=log, heap="-Xmx512M")

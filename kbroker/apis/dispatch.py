@@ -89,16 +89,26 @@ def _error_response(api_key: int, error: int):
     return response
 
 
-async def dispatch(broker, frame: bytes, start: int = 0) -> ResponseFrame | None:
+def disabled_for(broker) -> frozenset[int]:
+    """The APIs this broker refuses. Its cluster mode (zookeeper.connect) never changes while it runs, so a
+    connection looks this up once and passes it to every `dispatch`."""
+    return _DISABLED[broker.config.cluster_mode]
+
+
+async def dispatch(broker, frame: bytes, start: int = 0,
+                   disabled: frozenset[int] | None = None) -> ResponseFrame | None:
     """Handle the request whose header begins at `frame[start]` (the network layer passes
-    what it received, size prefix included, rather than copy the request out of it)."""
+    what it received, size prefix included, rather than copy the request out of it). `disabled` is
+    `disabled_for(broker)`, looked up here when the caller did not keep it."""
     try:
         header, body_at = headers.decode_request_header(frame, start)
     except DecodeError as error:
         raise MalformedRequest(f"unreadable request header: {error}") from None
     api_key, version = header.request_api_key, header.request_api_version
     handler = HANDLERS.get(api_key)
-    if handler is None or not handler.supports(version) or api_key in _DISABLED[broker.config.cluster_mode]:
+    if disabled is None:
+        disabled = disabled_for(broker)
+    if handler is None or not handler.supports(version) or api_key in disabled:
         return _unsupported(header, api_key, version, broker.config.cluster_mode)
     route = _route(handler, api_key, version)
     try:

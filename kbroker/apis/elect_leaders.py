@@ -17,14 +17,13 @@ from kbroker.apis.controller import active_controller
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker
 from kbroker.cluster.controller_context import TopicPartition
-from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, UNKNOWN_PARTITION
 from kbroker.cluster.controller_events import ELECTION_NOT_NEEDED_MESSAGE
 from kbroker.cluster.controller_store import ControllerMovedError
 from wire import messages
 from wire.errors import ErrorCode
 
 ELECTION_TYPES = {0: "preferred", 1: "unclean"}
-UNKNOWN_PARTITION = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
 LEADER_CHECK_S = 0.05
 Outcome = tuple[int, str | None]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kbroker.apis.registry import handles
 from kbroker.authorization import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.broker import LEADER_EPOCH, Broker, Topic, topic_name_problem
-from kbroker.coordinator.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from kbroker.coordinator.offsets import OFFSETS_TOPIC
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
@@ -77,9 +77,7 @@ async def _create_in_cluster(broker: Broker, name: str) -> ErrorCode:
 
     config, admin = broker.config, TopicAdmin(broker.cluster)
     if name == OFFSETS_TOPIC:
-        return await admin.create_automatically(name, int(config["offsets.topic.num.partitions"]),
-                                                int(config["offsets.topic.replication.factor"]),
-                                                OFFSETS_TOPIC_CONFIGS)
+        return await admin.create_offsets_topic(config)
     return await admin.create_automatically(name, int(config["num.partitions"]),
                                             int(config["default.replication.factor"]), {})
 

@@ -11,7 +11,6 @@ from kbroker.coordinator.groups import Group, GroupState
 from kbroker.coordinator.hashing import partition_for
 from kbroker.coordinator.offsets import (
     OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIGS,
     CommittedOffset,
     CoordinatorWriteError,
     OffsetStore,
@@ -28,18 +27,27 @@ _NO_ERROR = int(ErrorCode.NONE)  # a plain int: an enum member lookup costs more
 log = logging.getLogger(__name__)
 
 
-def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str | None]:
-    """(error code, message) for one key; this single node coordinates every group."""
-    if key_type == KEY_TYPE_GROUP:
-        if not key:
-            return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
-        if broker.coordinator.offsets.not_coordinating(key):  # builds the coordinator on first use
-            # its __consumer_offsets partition has no leader: Kafka's answer for such a group
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
-        return ErrorCode.NONE, None
+def _key_problem(key: str, key_type: int) -> tuple[int, str] | None:
+    """Why no coordinator is named for the key, whoever would lead its group (None for a group id to place):
+    a single node and a cluster member answer these keys alike."""
     if key_type == KEY_TYPE_TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet"
-    return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+    if key_type != KEY_TYPE_GROUP:
+        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "Group id must not be empty"
+    return None
+
+
+def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str | None]:
+    """(error code, message) for one key; this single node coordinates every group."""
+    problem = _key_problem(key, key_type)
+    if problem is not None:
+        return problem
+    if broker.coordinator.offsets.not_coordinating(key):  # builds the coordinator on first use
+        # its __consumer_offsets partition has no leader: Kafka's answer for such a group
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+    return ErrorCode.NONE, None
 
 
 async def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, str | None,
@@ -48,12 +56,9 @@ async def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple
     (Kafka's Utils.abs(groupId.hashCode) % partitions), on the listener this broker advertises. A missing topic
     is created first, as Kafka does, and the answer is COORDINATOR_NOT_AVAILABLE until it has leaders."""
     nowhere = (-1, "", -1)
-    if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet", nowhere
-    if key_type != KEY_TYPE_GROUP:
-        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}", nowhere
-    if not key:
-        return ErrorCode.INVALID_REQUEST, "Group id must not be empty", nowhere
+    problem = _key_problem(key, key_type)
+    if problem is not None:
+        return *problem, nowhere
     cache = broker.cluster.metadata
     partitions = cache.partitions(OFFSETS_TOPIC)
     if not partitions:
@@ -72,10 +77,7 @@ async def _create_offsets_topic(broker: Broker) -> None:
     fails while fewer brokers are alive than that factor (the client keeps asking, as against Kafka)."""
     from kbroker.cluster.topic_admin import TopicAdmin
 
-    config = broker.config
-    error = await TopicAdmin(broker.cluster).create_automatically(
-        OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]), int(config["offsets.topic.replication.factor"]),
-        OFFSETS_TOPIC_CONFIGS)
+    error = await TopicAdmin(broker.cluster).create_offsets_topic(broker.config)
     if error != ErrorCode.LEADER_NOT_AVAILABLE:
         log.info("cannot create %s yet: %s", OFFSETS_TOPIC, error.name)  # clients keep asking: not a warning
 

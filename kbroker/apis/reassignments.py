@@ -13,7 +13,7 @@ from kbroker.apis.controller import active_controller
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker
 from kbroker.cluster.controller_context import TopicPartition
-from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, UNKNOWN_PARTITION
 from kbroker.cluster.controller_reassignment import replica_list_error
 from kbroker.cluster.controller_store import ControllerMovedError
 from kbroker.cluster.model import ReplicaAssignment
@@ -21,7 +21,6 @@ from wire import messages
 from wire.errors import ErrorCode
 
 Outcome = tuple[int, str | None]
-UNKNOWN_PARTITION = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
 NO_MOVE = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
 
 

@@ -20,11 +20,14 @@ from kbroker.cluster.controller_requests import BrokerRequests, RequestBatch
 from kbroker.cluster.controller_store import ControllerStore, RecordingStore, StoreWrite
 from kbroker.cluster.partition_state_machine import PartitionStateMachine, StateChangeFailure
 from kbroker.cluster.replica_state_machine import ReplicaStateMachine
+from wire.errors import ErrorCode
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."  # Errors' own, which ApiError carries
+# a partition the controller does not know, as ElectLeaders and AlterPartitionReassignments answer it
+UNKNOWN_PARTITION: tuple[ErrorCode, str] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
 AUTO_REBALANCE_FIRST_DELAY_S = 5.0  # onControllerFailover schedules the first check 5 s after becoming controller
 
 

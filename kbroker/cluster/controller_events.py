@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from kbroker.cluster.controller_context import PartitionAndReplica, TopicPartition, is_being_reassigned
-from kbroker.cluster.controller_core import AUTO_REBALANCE_FIRST_DELAY_S, ControllerCore, event
+from kbroker.cluster.controller_core import AUTO_REBALANCE_FIRST_DELAY_S, UNKNOWN_PARTITION, ControllerCore, event
 from kbroker.cluster.controller_reassignment import maybe_resume_reassignments
 from kbroker.cluster.controller_states import PartitionStatus, ReplicaStatus
 from kbroker.cluster.controller_store import StateChangeFailed
@@ -294,7 +294,7 @@ def process_replica_leader_election(core: ControllerCore, partitions: Iterable[T
     electable = []
     for tp in partitions:
         if tp not in known:
-            results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            results[tp] = UNKNOWN_PARTITION
         elif core.topic_deletion.is_topic_queued_up_for_deletion(tp.topic):
             results[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
         elif _election_needed(core, tp, election_type):

@@ -25,7 +25,7 @@ from kbroker.cluster.controller_context import (
     origin_replicas,
     reassign_to,
 )
-from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, ControllerCore, event
+from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, UNKNOWN_PARTITION, ControllerCore, event
 from kbroker.cluster.controller_states import PartitionStatus, ReplicaStatus
 from kbroker.cluster.controller_store import (
     ControllerMovedError,
@@ -156,7 +156,7 @@ def _trigger_reassignments(core: ControllerCore,
     for tp, reassignment in reassignments.items():
         if core.topic_deletion.is_topic_queued_up_for_deletion(tp.topic) or \
                 not core.context.partition_replica_assignment(tp):
-            results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            results[tp] = UNKNOWN_PARTITION
             continue
         try:
             on_partition_reassignment(core, tp, reassignment)

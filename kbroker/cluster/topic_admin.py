@@ -22,6 +22,8 @@ from kbroker.cluster.placement import (
     broker_metadatas,
 )
 from kbroker.cluster.zk import TopicExistsError
+from kbroker.config import BrokerConfig
+from kbroker.coordinator.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from wire.errors import ErrorCode
 
 WAIT_STEP_S = 0.05  # how often a waiting request looks at the metadata cache again
@@ -83,6 +85,13 @@ class TopicAdmin:
             if error.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode(error.error_code)
         return ErrorCode.LEADER_NOT_AVAILABLE
+
+    async def create_offsets_topic(self, config: BrokerConfig) -> ErrorCode:
+        """__consumer_offsets auto-created with its own settings (offsets.topic.*, a compacted log), whether
+        FindCoordinator or Metadata asked first: one place, so both create the same topic."""
+        partitions = int(config["offsets.topic.num.partitions"])  # type: ignore[call-overload]
+        replication_factor = int(config["offsets.topic.replication.factor"])  # type: ignore[call-overload]
+        return await self.create_automatically(OFFSETS_TOPIC, partitions, replication_factor, OFFSETS_TOPIC_CONFIGS)
 
     def has_leaders(self, name: str, partition_count: int) -> bool:
         """DelayedCreatePartitions' test: the metadata cache knows a leader for every partition."""

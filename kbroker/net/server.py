@@ -32,7 +32,7 @@ import struct
 from collections.abc import Coroutine
 from typing import Any
 
-from kbroker.apis.dispatch import MalformedRequest, ResponseFrame, dispatch
+from kbroker.apis.dispatch import MalformedRequest, ResponseFrame, disabled_for, dispatch
 from kbroker.apis.registry import client_host
 from kbroker.log.file_slice import FileSlice
 from kbroker.net.quotas import ConnectionQuotas, TooManyConnections
@@ -85,6 +85,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.broker = server.broker
+        self._disabled_apis = disabled_for(self.broker)  # fixed for the broker's life: not looked up per request
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
@@ -241,7 +242,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._frames and self._waiting is None and not self._writing_paused and not self._closed:
             frame, start = self._frames.popleft()
             self._queued_bytes -= len(frame)
-            coroutine = dispatch(self.broker, frame, start)
+            coroutine = dispatch(self.broker, frame, start, self._disabled_apis)
             try:
                 awaited = coroutine.send(None)
             except StopIteration as done:

@@ -15,12 +15,11 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kafka_wire_peer import WireClient
-from kbroker_process import KbrokerProcess
+from kbroker_process import KbrokerCluster, KbrokerProcess, running_cluster
 from waiting import wait_until
 
 from kbroker.coordinator.hashing import partition_for as kafka_partition_for
@@ -36,66 +35,27 @@ OFFSETS_PARTITIONS = 5
 GROUP = "cluster-readers"
 
 
-class Cluster:
-    def __init__(self, brokers: dict[int, KbrokerProcess]) -> None:
-        self.brokers = brokers
-
-    def live(self) -> list[KbrokerProcess]:
-        return [b for b in self.brokers.values() if b.process is not None]
-
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.live())
-
-    def knows_everyone(self, via: KbrokerProcess) -> bool:
-        metadata = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(timeout=5)
-        return metadata.controller_id in BROKER_IDS and sorted(metadata.brokers) == list(BROKER_IDS)
+class Cluster(KbrokerCluster):
+    """The module's cluster, TOPIC the default topic of its questions."""
 
     def partition(self, via: KbrokerProcess, index: int, name: str = TOPIC) -> tuple[int, tuple[int, ...]] | None:
-        """(leader, sorted ISR) of topic `name`, partition `index`, as the broker `via` tells it in Metadata."""
-        topic = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(name, timeout=5) \
-            .topics.get(name)
-        if topic is None or topic.error is not None or index not in topic.partitions:
-            return None
-        found = topic.partitions[index]
-        return found.leader, tuple(sorted(found.isrs))
+        return super().partition(via, index, name)
 
     def agreed(self, index: int, name: str = TOPIC) -> tuple[int, tuple[int, ...]] | None:
-        """The partition's (leader, ISR) once every live broker tells the same, with a leader."""
-        seen = {self.partition(b, index, name) for b in self.live()}
-        if len(seen) != 1:
-            return None
-        (found,) = seen
-        return found if found is not None and found[0] >= 0 else None
+        return super().agreed(index, name)
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     connect = f"{zookeeper_server.connect}/kbroker-cluster-{uuid.uuid4().hex[:8]}"
-    workdir = tmp_path_factory.mktemp("kbroker-cluster")
-    brokers = {i: KbrokerProcess(workdir / f"broker-{i}", connect, i, {
+    overrides = {
         "zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "3000",
         "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500",
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "group.initial.rebalance.delay.ms": "0",
         "default.replication.factor": "3", "num.partitions": "2",
-        "auto.leader.rebalance.enable": "false"})  # leaderships move only when a test moves them
-        for i in BROKER_IDS}
-    zk = KazooClient(hosts=connect)
-    try:
-        for broker in brokers.values():
-            broker.start()
-        zk.start(timeout=30)
-        wait_until(lambda: sorted(map(int, zk.get_children("/brokers/ids"))) == list(BROKER_IDS),
-                   "all three brokers registered")
-        cluster = Cluster(brokers)
-        wait_until(lambda: all(cluster.knows_everyone(b) for b in brokers.values()),
-                   "every broker's Metadata names the controller and all three brokers")
-        yield cluster
-    finally:
-        for broker in brokers.values():
-            print(f"broker {broker.broker_id} log:\n{broker.log_tail(60)}")
-            broker.stop(signal.SIGKILL)
-        zk.stop()
-        zk.close()
+        "auto.leader.rebalance.enable": "false"}  # leaderships move only when a test moves them
+    with running_cluster(connect, tmp_path_factory.mktemp("kbroker-cluster"), BROKER_IDS, overrides) as started:
+        yield Cluster(started.brokers)
 
 
 def produce(bootstrap: str, values: list[bytes], partition: int = 0, topic: str = TOPIC) -> list[int]:
@@ -156,14 +116,7 @@ def test_the_killed_broker_restarts_and_rejoins_every_isr(cluster: Cluster) -> N
 
 
 def group_coordinator(cluster: Cluster) -> int:
-    """The broker FindCoordinator (v3, asked of a live broker) names for GROUP; -1 while none is available."""
-    host, port = cluster.live()[0].bootstrap.rsplit(":", 1)
-    client = WireClient(host, int(port))
-    try:
-        answer = client.call(10, 3, messages.FindCoordinatorRequest(key=GROUP, key_type=0)).body
-    finally:
-        client.close()
-    return answer.node_id if answer.error_code == 0 else -1
+    return cluster.coordinator(GROUP)
 
 
 def group_consumer(cluster: Cluster) -> KafkaConsumer:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -29,6 +30,8 @@ PARTITIONS = 3
 LOCAL, FOLLOWER = 1, 2
 GROUP = "readers"
 OC, OF = messages.OffsetCommitRequest, messages.OffsetFetchRequest
+T = TypeVar("T")
+M = TypeVar("M")
 
 
 def cluster_broker(tmp_path: Path, **extra: str) -> Broker:
@@ -102,6 +105,18 @@ def follower_caught_up(broker: Broker) -> None:
     broker.replicas.record_follower_fetch(partition, FOLLOWER, end, 0, end)
 
 
+async def answered_once_caught_up(broker: Broker, request: Awaitable[T], wait_s: float,
+                                  meanwhile: Callable[[], Awaitable[M]] | None = None) -> tuple[bool, M | None, T]:
+    """The request waits `wait_s` for the ISR (`meanwhile` runs then), the follower catches up, the answer arrives:
+    (whether it was still waiting, what `meanwhile` saw, the answer)."""
+    answer = asyncio.ensure_future(request)
+    await asyncio.sleep(wait_s)
+    waited = not answer.done()
+    seen = None if meanwhile is None else await meanwhile()
+    follower_caught_up(broker)
+    return waited, seen, await answer
+
+
 def test_a_cluster_broker_is_not_the_coordinator_of_a_group_whose_partition_it_does_not_lead(broker: Broker) -> None:
     assert asyncio.run(commit(broker, 5)) == ErrorCode.NOT_COORDINATOR
     leadership(broker, FOLLOWER, 1, (FOLLOWER, LOCAL))
@@ -129,11 +144,8 @@ def test_a_commit_is_answered_only_once_the_follower_in_the_isr_has_it(broker: B
     leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
 
     async def scenario() -> tuple[bool, int]:
-        answer = asyncio.ensure_future(commit(broker, 7))
-        await asyncio.sleep(0.3)
-        waited = not answer.done()
-        follower_caught_up(broker)
-        return waited, await answer
+        waited, _, answer = await answered_once_caught_up(broker, commit(broker, 7), 0.3)
+        return waited, answer
 
     assert asyncio.run(scenario()) == (True, ErrorCode.NONE)
     assert asyncio.run(fetch(broker)) == (ErrorCode.NONE, 7)
@@ -142,12 +154,8 @@ def test_a_commit_is_answered_only_once_the_follower_in_the_isr_has_it(broker: B
 def test_a_commit_waiting_for_the_isr_is_not_yet_what_offset_fetch_answers(broker: Broker) -> None:
     leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
 
-    async def scenario() -> tuple[int, int]:
-        answer = asyncio.ensure_future(commit(broker, 7))
-        await asyncio.sleep(0.2)
-        meanwhile = await fetch(broker)
-        follower_caught_up(broker)
-        await answer
+    async def scenario() -> tuple[int, int] | None:
+        _, meanwhile, _ = await answered_once_caught_up(broker, commit(broker, 7), 0.2, lambda: fetch(broker))
         return meanwhile
 
     assert asyncio.run(scenario()) == (ErrorCode.NONE, -1)
@@ -205,11 +213,8 @@ def test_the_leaders_sync_group_is_answered_only_once_the_isr_has_the_groups_ass
     leadership(broker, LOCAL, 1, (LOCAL, FOLLOWER))
 
     async def scenario() -> tuple[bool, tuple[int, bytes]]:
-        synced = await join_then_sync(broker)
-        await asyncio.sleep(0.3)
-        waited = not synced.done()
-        follower_caught_up(broker)
-        return waited, await synced
+        waited, _, answer = await answered_once_caught_up(broker, await join_then_sync(broker), 0.3)
+        return waited, answer
 
     assert asyncio.run(scenario()) == (True, (ErrorCode.NONE, b"all of it"))
 
@@ -233,10 +238,8 @@ def test_of_two_commits_waiting_for_the_isr_the_newer_one_is_what_offset_fetch_a
     async def scenario() -> tuple[list[int], tuple[int, int]]:
         older = asyncio.ensure_future(commit(broker, 5))
         await asyncio.sleep(0.05)
-        newer = asyncio.ensure_future(commit(broker, 7))
-        await asyncio.sleep(0.05)
-        follower_caught_up(broker)
-        answers = [await newer, await older]
+        _, _, newer = await answered_once_caught_up(broker, commit(broker, 7), 0.05)
+        answers = [newer, await older]
         return answers, await fetch(broker)
 
     assert asyncio.run(scenario()) == ([ErrorCode.NONE, ErrorCode.NONE], (ErrorCode.NONE, 7))
