@@ -83,13 +83,14 @@ def _log_config(jar_set: str, workdir: Path, log: Path) -> list[str]:
     return [f"-Dlog4j2.configurationFile={path}"]
 
 
-def _wait_for_port(process: subprocess.Popen, port: int, timeout: float, what: str, log: Path) -> None:
+def _wait_for_port(process: subprocess.Popen, port: int, timeout: float, what: str, log: Path,
+                   host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode} before listening; see {log}:\n"
                                f"{_tail(log)}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
             return
         time.sleep(0.2)
     raise RuntimeError(f"{what} did not listen on {port} within {timeout} s; see {log}:\n{_tail(log)}")
@@ -114,14 +115,15 @@ def _stop(process: subprocess.Popen | None, timeout: float = 30) -> None:
 class ZooKeeperProcess:
     """A standalone ZooKeeper server from the zookeeper jar Kafka 3.9 depends on."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, host: str = "127.0.0.1") -> None:
         self.workdir = workdir / "zookeeper"
+        self.host = host
         self.port = free_port()
         self.process: subprocess.Popen | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60) -> ZooKeeperProcess:
         (self.workdir / "data").mkdir(parents=True, exist_ok=True)
@@ -129,12 +131,12 @@ class ZooKeeperProcess:
         # ZooKeeper expires sessions on tick boundaries: a short tick keeps expiry within ~0.5 s of the session
         # timeout, so failover timings measure the brokers, not the tick (3 s by default)
         config.write_text(f"dataDir={self.workdir / 'data'}\nclientPort={self.port}\n"
-                          "clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n"
+                          f"clientPortAddress={self.host}\nmaxClientCnxns=0\nadmin.enableServer=false\n"
                           "4lw.commands.whitelist=*\ntickTime=500\nmaxSessionTimeout=60000\n")
         log = self.workdir / "zookeeper.log"
         self.process = _jvm("kafka-3.9", "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config),
                             log_config=_log_config("kafka-3.9", self.workdir, log), log=log, heap="-Xmx512M")
-        _wait_for_port(self.process, self.port, timeout, "ZooKeeper", log)
+        _wait_for_port(self.process, self.port, timeout, "ZooKeeper", log, self.host)
         return self
 
     def stop(self) -> None:

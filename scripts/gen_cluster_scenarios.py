@@ -1,6 +1,6 @@
 """Regenerate the cluster scenarios table in docs/compatibility.md from a real run of
 tests/cluster/test_failover_history.py, where every scenario runs on three kbroker brokers and on three Apache
-Kafka 3.9 brokers in ZooKeeper mode.
+Kafka 3.9 brokers in ZooKeeper mode, and of tests/cluster/test_network_partitions.py (kbroker only).
 
     python3 scripts/gen_cluster_scenarios.py            # runs the tests (~6 min), then rewrites the table
     python3 scripts/gen_cluster_scenarios.py --junit F  # renders a run kept with pytest's --junitxml=F
@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "compatibility.md"
-TESTS = "tests/cluster/test_failover_history.py"
+TESTS = ("tests/cluster/test_failover_history.py",  # kbroker and Kafka 3.9 side by side
+         "tests/cluster/test_network_partitions.py")  # kbroker only: its brokers run in network namespaces
 BEGIN, END = "<!-- cluster:begin -->", "<!-- cluster:end -->"
 COLUMNS = {"kbroker": "kbroker", "kafka-3.9": "Apache Kafka 3.9 (ZooKeeper)"}
 
@@ -31,7 +32,7 @@ def outcomes(junit: Path) -> dict[str, dict[str, str]]:
     table: dict[str, dict[str, str]] = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         name, _, kind = case.get("name", "").partition("[")
-        kind = kind.rstrip("]")
+        kind = kind.rstrip("]") or "kbroker"
         figures = [p.get("value", "") for p in case.iter("property") if p.get("name") == "figure"]
         failed = case.find("failure") if case.find("failure") is not None else case.find("error")
         skipped = case.find("skipped")
@@ -45,8 +46,16 @@ def outcomes(junit: Path) -> dict[str, dict[str, str]]:
     return table
 
 
+PROPER = {"kill 9": "kill -9", "java": "Java", "spark": "Spark", "zookeeper": "ZooKeeper",
+          "dead brokers partitions": "dead broker's partitions"}
+
+
 def scenario(test_name: str) -> str:
-    words = test_name.removeprefix("test_").replace("_", " ").replace("kill 9", "kill -9")
+    """The test's name as a sentence: test_a_java_group_... -> "A Java group ..."."""
+    words = f" {test_name.removeprefix('test_').replace('_', ' ')} "
+    for plain, proper in PROPER.items():
+        words = words.replace(f" {plain} ", f" {proper} ")
+    words = words.strip()
     return words[0].upper() + words[1:]
 
 
@@ -55,7 +64,7 @@ def render(table: dict[str, dict[str, str]]) -> str:
              "", "| Scenario (three brokers, real ZooKeeper, stock clients) | " + " | ".join(COLUMNS.values()) + " |",
              "|---|" + "---|" * len(COLUMNS)]
     for name, cells in table.items():
-        lines.append(f"| {scenario(name)} | " + " | ".join(cells.get(kind, "") for kind in COLUMNS) + " |")
+        lines.append(f"| {scenario(name)} | " + " | ".join(cells.get(kind, "—") for kind in COLUMNS) + " |")
     return "\n".join(lines)
 
 
@@ -75,7 +84,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         junit = args.junit or Path(scratch) / "cluster.xml"
         if args.junit is None:
-            command = [sys.executable, "-m", "pytest", TESTS, "-m", "slow", "-p", "no:cacheprovider", "-q",
+            command = [sys.executable, "-m", "pytest", *TESTS, "-m", "slow", "-p", "no:cacheprovider", "-q",
                        "-o", "junit_family=legacy", f"--junitxml={junit}"]  # legacy: keeps record_property's figures
             status = subprocess.run(command, cwd=ROOT, check=False).returncode
             if status not in (0, 1) or not junit.is_file():

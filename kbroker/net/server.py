@@ -14,6 +14,14 @@ produced by one read in a single send. Under load more requests arrive per read,
 cost per request falls as the load rises. Only a handler that really waits (a long-poll
 fetch, a join) continues in a task, and the connection holds its later requests until it ends.
 
+One exception to holding: a produce waiting for its ISR (acks=all in a cluster) is parked and
+the produces behind it are handled meanwhile (up to MAX_PARKED), their answers kept back until
+the ones before them are sent. Each append happens before its handler first waits, so appends
+keep arrival order and answers keep request order, as Kafka's; but one connection's acks=all
+produces share one replication round trip instead of queueing behind each other (Kafka's
+round trip is fast enough that its muting costs little; ours is not). Any other request waits
+until the produces parked ahead of it are answered.
+
 Record data in fetch responses goes from the segment file to the socket with `os.sendfile`
 whenever the transport has nothing buffered (both asyncio's loop and uvloop); what the
 socket does not take at once continues through `loop.sendfile`, or as a copy where the loop
@@ -42,6 +50,8 @@ _SIZE = struct.Struct(">i")
 _RECEIVE_BUFFER = 32 * 1024   # where small requests land: every connection holds one, idle or not
 _DIRECT_FROM = 16 * 1024   # a request this large is read into a buffer of its own (at most half the above)
 _MAX_QUEUED_BYTES = 1 << 20   # stop reading once this much waits behind a request in flight
+PRODUCE = 0
+MAX_PARKED = 16               # acks=all produces of one connection waiting for their ISR at once
 _SHUTDOWN_GRACE_S = 10
 
 
@@ -103,6 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes = 0
         self._out: list[bytes | bytearray] = []
         self._waiting: asyncio.Task | None = None   # a handler or a send that did not finish at once
+        self._parked: collections.deque[_Parked] = collections.deque()  # produces awaiting acks, in request order
         self._writing_paused = False
         self._reading_paused = False
         self._closed = False
@@ -192,6 +203,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.quotas.leave(self)
         if self._waiting is not None:
             self._waiting.cancel()
+        for parked in self._parked:
+            if parked.task is not None:
+                parked.task.cancel()
+        self._parked.clear()
         self._frames.clear()
         self._resolve_idle()
 
@@ -240,13 +255,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Handle queued frames in order until one has to wait; then send what is ready."""
         client_host.set(self.client_host)  # handlers run in this context (and tasks copy it)
         while self._frames and self._waiting is None and not self._writing_paused and not self._closed:
-            frame, start = self._frames.popleft()
+            frame, start = self._frames[0]
+            produce = _api_key(frame, start) == PRODUCE
+            if self._parked and (not produce or len(self._parked) >= MAX_PARKED):
+                break  # answered in order: it waits for the produces parked ahead of it
+            self._frames.popleft()
             self._queued_bytes -= len(frame)
             coroutine = dispatch(self.broker, frame, start, self._disabled_apis)
             try:
                 awaited = coroutine.send(None)
             except StopIteration as done:
-                self._queue_response(done.value)
+                self._answer(done.value)
                 continue
             except MalformedRequest as error:
                 self._close(f"{error}")
@@ -255,38 +274,66 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.exception("request from %s failed", self.peer)
                 self._close("internal error")
                 return
-            self._waiting = self.loop.create_task(self._finish(coroutine, awaited))
+            if produce:
+                parked = _Parked()
+                self._parked.append(parked)
+                parked.task = self.loop.create_task(self._finish_parked(parked, coroutine, awaited))
+            else:
+                self._waiting = self.loop.create_task(self._finish(coroutine, awaited))
         self._flush()
         self._update_reading()
-        if self._waiting is None and not self._frames:
+        if self._waiting is None and not self._frames and not self._parked:
             self._resolve_idle()
+
+    def _answer(self, response: ResponseFrame | None) -> None:
+        """Send `response` after the answers of the produces still parked ahead of it."""
+        if self._parked:
+            self._parked.append(_Parked(done=True, response=response))
+        else:
+            self._queue_response(response)
+
+    async def _finish_parked(self, parked: _Parked, coroutine: Coroutine, awaited: Any) -> None:
+        """Drive a parked produce to its answer, then send every answer at the head of the line."""
+        ok, outcome = await self._outcome(coroutine, awaited)
+        if not ok:
+            self._close(outcome)
+            return
+        if self._closed:
+            return
+        parked.response, parked.done = outcome, True
+        while self._parked and self._parked[0].done:
+            self._queue_response(self._parked.popleft().response)  # a produce answer holds no file regions
+        self._run()
 
     async def _finish(self, coroutine: Coroutine, awaited: Any) -> None:
         """Drive a handler that was started eagerly and is now waiting on `awaited`."""
-        try:
-            response = await _resume(coroutine, awaited)
-        except MalformedRequest as error:
-            self._waiting = None
-            self._close(f"{error}")
+        ok, outcome = await self._outcome(coroutine, awaited)
+        self._waiting = None
+        if not ok:
+            self._close(outcome)
             return
+        if self._closed:
+            return  # the client left while its request (e.g. a long poll) was pending
+        self._queue_response(outcome)
+        self._run()
+
+    async def _outcome(self, coroutine: Coroutine, awaited: Any) -> tuple[bool, Any]:
+        """(True, the handler's answer), or (False, why the connection must close) when the handler failed."""
+        try:
+            return True, await _resume(coroutine, awaited)
+        except MalformedRequest as error:
+            return False, f"{error}"
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("request from %s failed", self.peer)
-            self._waiting = None
-            self._close("internal error")
-            return
-        self._waiting = None
-        if self._closed:
-            return  # the client left while its request (e.g. a long poll) was pending
-        self._queue_response(response)
-        self._run()
+            return False, "internal error"
 
     def _update_reading(self) -> None:
         """Kafka's muting: stop reading while a request waits and more is queued behind it."""
         if self._closed or self.transport is None or self._idle is not None or not self._admitted:
             return  # closed, shutting down (reading stays paused for good) or waiting for a slot
-        busy = self._waiting is not None or self._writing_paused
+        busy = self._waiting is not None or self._writing_paused or bool(self._parked)
         should_pause = busy and self._queued_bytes + self._end - self._start + self._large_filled > _MAX_QUEUED_BYTES
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
@@ -402,7 +449,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._idle
 
     def _resolve_idle(self) -> None:
-        if self._idle is None or self._waiting is not None:
+        if self._idle is None or self._waiting is not None or self._parked:
             return
         self._flush()
         if self.transport is not None and not self.transport.is_closing():
@@ -413,6 +460,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def abort(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
+
+
+class _Parked:
+    """A produce waiting for its ISR, or an answer ready behind one."""
+
+    __slots__ = ("done", "response", "task")
+
+    def __init__(self, done: bool = False, response: ResponseFrame | None = None) -> None:
+        self.task: asyncio.Task | None = None
+        self.done, self.response = done, response
+
+
+def _api_key(frame: bytes | bytearray, start: int) -> int:
+    return int.from_bytes(frame[start:start + 2], "big", signed=True) if len(frame) >= start + 2 else -1
 
 
 async def _resume(coroutine: Coroutine, awaited: Any) -> Any:

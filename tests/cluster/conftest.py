@@ -4,17 +4,17 @@ per test so tests never see each other's znodes."""
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from kbroker.cluster.zk import ZkClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat-tests"))
+
+from waiting import wait_for_zookeeper
 
 import kafka_process
 
@@ -27,27 +27,11 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka
         server.start()
     except kafka_process.KafkaUnavailable as error:
         pytest.fail(f"cannot start ZooKeeper: {error}", pytrace=False)
-    _wait_until_serving(server.connect)
+    wait_for_zookeeper(server.connect)
     try:
         yield server
     finally:
         server.stop()
-
-
-def _wait_until_serving(connect: str, timeout: float = 90) -> None:
-    """The port opens before ZooKeeper serves sessions; on a loaded machine the gap is seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        client = KazooClient(hosts=connect, timeout=10)
-        try:
-            client.start(timeout=10)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        finally:
-            client.stop()
-            client.close()
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
@@ -22,9 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class KbrokerProcess:
-    def __init__(self, workdir: Path, zookeeper: str, broker_id: int, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, zookeeper: str, broker_id: int, overrides: dict[str, str] | None = None,
+                 host: str = "127.0.0.1", wrap: Callable[[list[str]], list[str]] = list) -> None:
+        """`host` to listen on, `wrap` the command line (netns.Network.run puts it in another network namespace)."""
         self.workdir = workdir
         self.data = workdir / "data"
+        self.host, self.wrap = host, wrap
         self.port = free_port()
         self.zookeeper = zookeeper
         self.broker_id = broker_id
@@ -33,17 +37,17 @@ class KbrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> KbrokerProcess:
-        overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(self.data),
+        overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data),
                      "zookeeper.connect": self.zookeeper, "broker.id": str(self.broker_id), **self.overrides}
         args = [sys.executable, "-m", "kbroker.cli", "--log-level", "INFO", "serve"]
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "kbroker.log", "ab") as out:
-            self.process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.wrap(args), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         return self
 
     def send(self, sig: int) -> None:
@@ -167,10 +171,12 @@ KINDS = {"kbroker": KbrokerProcess, "kafka-3.9": KafkaZkBroker}
 
 @contextlib.contextmanager
 def running_cluster(zookeeper: str, workdir: Path, broker_ids: tuple[int, ...], overrides: dict[str, str],
-                    kind: str = "kbroker") -> Iterator[KbrokerCluster]:
+                    kind: str = "kbroker", **options: Callable[[int], Any]) -> Iterator[KbrokerCluster]:
     """Brokers `broker_ids` of `kind` (KINDS) on the `zookeeper` chroot, yielded once each is registered and every
-    one's Metadata names the controller and all of them; killed (their log tails printed) afterwards."""
-    brokers = {i: KINDS[kind](workdir / f"broker-{i}", zookeeper, i, overrides) for i in broker_ids}
+    one's Metadata names the controller and all of them; killed (their log tails printed) afterwards. `options`
+    are more constructor arguments, as functions of the broker id (e.g. host=..., wrap=...)."""
+    brokers = {i: KINDS[kind](workdir / f"broker-{i}", zookeeper, i, overrides,
+                              **{name: option(i) for name, option in options.items()}) for i in broker_ids}
     zk = KazooClient(hosts=zookeeper)
     try:
         starting = [threading.Thread(target=broker.start) for broker in brokers.values()]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from kazoo.client import KazooClient
+
 TIMEOUT = 60
 
 
@@ -22,3 +24,19 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = TIME
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout} s: {what}")
         time.sleep(every)
+
+
+def wait_for_zookeeper(connect: str, timeout: float = 90) -> None:
+    """The port opens before ZooKeeper serves sessions; on a loaded machine the gap is seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = KazooClient(hosts=connect, timeout=10)
+        try:
+            client.start(timeout=10)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            client.stop()
+            client.close()
