@@ -234,9 +234,12 @@ class SteadyProducer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(name="steady-producer", daemon=True)
         self.topic = topic
+        # a periodic metadata refresh: once (Kafka 4.4 restarting on a loaded CI machine) librdkafka kept a
+        # partition's restarted leader "not found in cache" until the records timed out a minute later
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                                   "message.timeout.ms": 60000, "retry.backoff.ms": 50,
-                                  "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200})
+                                  "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
+                                  "topic.metadata.refresh.interval.ms": 1000})
         self.acknowledged = 0
         self.failures: list[str] = []
 
