@@ -256,8 +256,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         client_host.set(self.client_host)  # handlers run in this context (and tasks copy it)
         while self._frames and self._waiting is None and not self._writing_paused and not self._closed:
             frame, start = self._frames[0]
-            produce = _api_key(frame, start) == PRODUCE
-            if self._parked and (not produce or len(self._parked) >= MAX_PARKED):
+            if self._parked and (len(self._parked) >= MAX_PARKED or _api_key(frame, start) != PRODUCE):
                 break  # answered in order: it waits for the produces parked ahead of it
             self._frames.popleft()
             self._queued_bytes -= len(frame)
@@ -274,7 +273,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.exception("request from %s failed", self.peer)
                 self._close("internal error")
                 return
-            if produce:
+            if _api_key(frame, start) == PRODUCE:  # looked at only for a handler that waits
                 parked = _Parked()
                 self._parked.append(parked)
                 parked.task = self.loop.create_task(self._finish_parked(parked, coroutine, awaited))
