@@ -44,7 +44,10 @@ from kbroker.cluster.controller_channel import (
 )
 from kbroker.cluster.controller_context import TopicPartition, is_being_reassigned
 from kbroker.cluster.controller_core import NOT_CONTROLLER_MESSAGE, ControllerConfig, ControllerCore, ControllerOutput
-from kbroker.cluster.controller_reassignment import process_api_partition_reassignment
+from kbroker.cluster.controller_reassignment import (
+    process_api_partition_reassignment,
+    process_zk_partition_reassignment,
+)
 from kbroker.cluster.controller_store import ControllerMovedError
 from kbroker.cluster.model import FinalizedFeatures, ProducerIdBlock, ReplicaAssignment, TopicAssignment
 from kbroker.cluster.zk import ZkClient
@@ -122,6 +125,11 @@ class TopicDeletion:
 @dataclass(frozen=True)
 class ZkPreferredReplicaElection:
     """/admin/preferred_replica_election was written (kafka-preferred-replica-election's ZooKeeper path)."""
+
+
+@dataclass(frozen=True)
+class ZkPartitionReassignment:
+    """/admin/reassign_partitions was created (kafka-reassign-partitions' ZooKeeper path)."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,7 @@ class KafkaController:
             Expire: self._expire, BrokerChange: self._broker_change, BrokerModifications: self._broker_modification,
             TopicChange: self._topic_change, PartitionModifications: self._partition_modifications,
             TopicDeletion: self._topic_deletion, ZkPreferredReplicaElection: self._zk_preferred_replica_election,
+            ZkPartitionReassignment: self._zk_partition_reassignment,
             AutoPreferredReplicaLeaderElection: self._auto_rebalance, ResponseReceived: self._response_received,
             AlterPartitionReceived: self._alter_partition, ControlledShutdown: self._controlled_shutdown,
             AllocateProducerIds: self._allocate_producer_ids, ElectLeaders: self._elect_leaders,
@@ -488,6 +497,7 @@ class KafkaController:
         zk.watch_topic_deletions(self._watch(lambda topics: TopicDeletion()))
         zk.watch_preferred_replica_election(self._watch(lambda exists: ZkPreferredReplicaElection() if exists
                                                         else None))
+        zk.watch_partition_reassignment(self._watch(lambda created: ZkPartitionReassignment()))
         brokers = zk.live_brokers()
         assignments = zk.topic_assignments(zk.topics())
         for broker in brokers:
@@ -583,6 +593,10 @@ class KafkaController:
         partitions = [TopicPartition(*tp) for tp in sorted(self.zk.preferred_replica_election())]
         self._emit(events.process_replica_leader_election(core, partitions, "preferred", "zk"))
         self.zk.delete_preferred_replica_election(core.context.epoch_zk_version)
+
+    def _zk_partition_reassignment(self, event: ZkPartitionReassignment) -> None:
+        if self.is_active and self.zk.exists(zk_paths.REASSIGN_PARTITIONS):
+            self._emit(process_zk_partition_reassignment(self.core))
 
     def _auto_rebalance(self, event: AutoPreferredReplicaLeaderElection) -> None:
         self._rebalance_queued = False

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from kbroker.cluster.controller_context import PartitionAndReplica, TopicPartition, is_being_reassigned
 from kbroker.cluster.controller_core import AUTO_REBALANCE_FIRST_DELAY_S, UNKNOWN_PARTITION, ControllerCore, event
-from kbroker.cluster.controller_reassignment import maybe_resume_reassignments
+from kbroker.cluster.controller_reassignment import initialize_partition_reassignments, maybe_resume_reassignments
 from kbroker.cluster.controller_states import PartitionStatus, ReplicaStatus
 from kbroker.cluster.controller_store import StateChangeFailed
 from kbroker.cluster.elections import elect_preferred
@@ -400,7 +400,7 @@ def process_controller_failover(core: ControllerCore, epoch: int, epoch_zk_versi
     core.send_update_metadata_to_all()
     core.replica_state_machine.startup()
     core.partition_state_machine.startup()
-    maybe_resume_reassignments(core)
+    initialize_partition_reassignments(core)
     core.topic_deletion.try_topic_deletion()
     pending = [TopicPartition(*tp) for tp in pending_preferred]
     pending = [tp for tp in pending if context.partition_replica_assignment(tp)

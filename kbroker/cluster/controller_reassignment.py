@@ -9,12 +9,14 @@ goes online, RS = TRS in memory, the leader moves if it is not in TRS (or only t
 Offline -> DeletionStarted -> DeletionSuccessful -> NonExistent, the topic znode gets RS = TRS, and every broker
 gets UpdateMetadata. The ISR change that completes it arrives through AlterPartition.
 
-The /admin/reassign_partitions znode (reassignments submitted through ZooKeeper) is left to the caller.
+Reassignments also arrive through ZooKeeper: a tool (kafka-reassign-partitions --zookeeper, or anything writing
+Kafka's JSON) creates /admin/reassign_partitions, and the controller starts each partition's move; a partition leaves
+the znode when its move completes, cannot start, or is replaced through the API, and the znode goes with the last.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from kbroker.cluster.controller_context import (
@@ -66,7 +68,9 @@ def on_partition_reassignment(core: ControllerCore, tp: TopicPartition, reassign
     _move_leader_if_required(core, tp, completed)                                    # B3
     _stop_removed_replicas(core, tp, reassignment.removing)                          # B4, B5
     _write_assignment(core, tp, completed)                                           # B6
-    core.context.partitions_being_reassigned.discard(tp)                             # B7
+    if tp in core.context.partitions_being_reassigned:                               # B7
+        maybe_remove_from_zk_reassignment(core, lambda t, replicas: t == tp and replicas == completed.replicas)
+        core.context.partitions_being_reassigned.discard(tp)
     core.send_update_metadata_to_all([tp])                                           # B8
     core.topic_deletion.resume_deletion_for_topics([tp.topic])
 
@@ -77,12 +81,52 @@ def maybe_complete_reassignment(core: ControllerCore, tp: TopicPartition) -> Non
         on_partition_reassignment(core, tp, assignment)
 
 
-def maybe_resume_reassignments(core: ControllerCore, brokers: set[int] | None = None) -> None:
-    """Continue reassignments (all of them, or those whose target includes one of `brokers`)."""
-    for tp in sorted(core.context.partitions_being_reassigned):
+def maybe_resume_reassignments(core: ControllerCore, brokers: set[int] | None = None,
+                               skip: frozenset[TopicPartition] = frozenset()) -> None:
+    """Continue reassignments (all of them, or those whose target includes one of `brokers`), but not `skip`."""
+    for tp in sorted(core.context.partitions_being_reassigned - skip):
         assignment = core.context.partition_full_replica_assignment(tp)
         if brokers is None or set(target_replicas(assignment)) & brokers:
             on_partition_reassignment(core, tp, assignment)
+
+
+def initialize_partition_reassignments(core: ControllerCore) -> None:
+    """A new controller: what was submitted through ZooKeeper meanwhile first, then the moves the topic znodes
+    show in progress (Kafka's initializePartitionReassignments)."""
+    started = process_zk_partition_reassignment(core).result or set()
+    maybe_resume_reassignments(core, skip=frozenset(started))
+
+
+@event
+def process_zk_partition_reassignment(core: ControllerCore) -> set[TopicPartition]:
+    """/admin/reassign_partitions was created: start every partition it lists (Kafka does not validate these
+    replicas as it does the API's) and drop from it those that could not start. Returns the started ones."""
+    if not core.active:
+        return set()
+    to_reassign = {}
+    for (topic, partition), target in sorted(core.store.partition_reassignment().items()):
+        tp = TopicPartition(topic, partition)
+        to_reassign[tp] = reassign_to(core.context.partition_full_replica_assignment(tp), target)
+    results = _trigger_reassignments(core, to_reassign)
+    failed = {tp for tp, (error, _) in results.items() if error != ErrorCode.NONE}
+    if failed:
+        maybe_remove_from_zk_reassignment(core, lambda tp, _: tp in failed)
+    return set(to_reassign) - failed
+
+
+def maybe_remove_from_zk_reassignment(core: ControllerCore,
+                                      should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
+    """Take partitions out of /admin/reassign_partitions, deleting it when none is left (a later one is then
+    noticed as a new creation)."""
+    pending = core.store.partition_reassignment()
+    if not pending:
+        return
+    remaining = {tp: replicas for tp, replicas in pending.items()
+                 if not should_remove(TopicPartition(*tp), tuple(replicas))}
+    if not remaining:
+        core.store.delete_partition_reassignment(core.context.epoch_zk_version)
+    elif len(remaining) < len(pending):
+        core.store.set_partition_reassignment(remaining, core.context.epoch_zk_version)
 
 
 @event
@@ -105,6 +149,8 @@ def process_api_partition_reassignment(core: ControllerCore, reassignments: Mapp
             results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
         else:
             to_reassign[tp] = built
+    # the latest reassignment of a partition wins, whichever way it came
+    maybe_remove_from_zk_reassignment(core, lambda tp, _: tp in to_reassign)
     results.update(_trigger_reassignments(core, to_reassign))
     return results
 

@@ -84,13 +84,28 @@ class ControllerStore(PartitionStateStore, Protocol):
         """Drop /admin/delete_topics marks the controller will not act on (unknown topics, deletion disabled)."""
         ...
 
+    def partition_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]]:
+        """/admin/reassign_partitions: the target replicas of each partition submitted through ZooKeeper (empty
+        when there is none)."""
+        ...
+
+    def set_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]],
+                                   controller_zk_version: int) -> None:
+        """Rewrite /admin/reassign_partitions with the partitions still to move."""
+        ...
+
+    def delete_partition_reassignment(self, controller_zk_version: int) -> None:
+        """Remove /admin/reassign_partitions once none of its partitions is left to move."""
+        ...
+
 
 @dataclass(frozen=True)
 class StoreWrite:
     """One write the controller made, as the event's output records it: what, where, and whether it landed.
 
-    `op` is the store method's name; `states` holds partition states (by partition), `assignment` a topic
-    assignment; `results` maps each partition to its write status name (for one-shot writes, key -1).
+    `op` is the store method's name (`topic` is empty for /admin/reassign_partitions writes); `states` holds
+    partition states (by partition), `assignment` a topic assignment; `results` maps each partition to its write
+    status name (for one-shot writes, key -1).
     """
 
     op: str
@@ -135,6 +150,18 @@ class RecordingStore:
         self.store.delete_topic_deletions(topics, controller_zk_version)
         for topic in topics:
             self.writes.append(StoreWrite("delete_topic_deletions", topic))
+
+    def partition_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]]:
+        return self.store.partition_reassignment()
+
+    def set_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]],
+                                   controller_zk_version: int) -> None:
+        self.store.set_partition_reassignment(targets, controller_zk_version)
+        self.writes.append(StoreWrite("set_partition_reassignment", ""))
+
+    def delete_partition_reassignment(self, controller_zk_version: int) -> None:
+        self.store.delete_partition_reassignment(controller_zk_version)
+        self.writes.append(StoreWrite("delete_partition_reassignment", ""))
 
     def _record(self, op: str, topic: str, *, states: Mapping[int, PartitionState] | None = None,
                 assignment: TopicAssignment | None = None, results: Mapping[int, WriteOutcome]) -> None:

@@ -279,6 +279,12 @@ def decode_producer_id_block(data: bytes) -> ProducerIdBlock:
     return ProducerIdBlock(int(body["broker"]), first, last - first + 1)
 
 
+def _reassignment_json(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """/admin/reassign_partitions, version 1 (Kafka's ReassignPartitionsZNode.encode)."""
+    return _json({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                               for (t, p), r in targets.items()]})
+
+
 def _partition_list(partitions: Iterable[tuple[str, int]]) -> list[dict[str, object]]:
     return [{"topic": topic, "partition": partition} for topic, partition in partitions]
 
@@ -838,8 +844,21 @@ class ZkClient:
             self._delete(f"{DELETE_TOPICS}/{topic}", controller_zk_version)
 
     def watch_partition_reassignment(self, callback: Callable[[bool], object]) -> None:
-        """Whether /admin/reassign_partitions exists, now and on every change, until `callback` returns False."""
-        self._watch_znode(REASSIGN_PARTITIONS, callback)
+        """Whether /admin/reassign_partitions exists now, then True on each creation of it, until `callback`
+        returns False. As Kafka's handler, neither its rewrites (the controller's own) nor its deletion are
+        reported; a creation is told by the znode's creation zxid, so a delete and create seen as one change
+        still counts."""
+        created: list[int | None] = [None]
+        first = [True]
+
+        def changed(data: bytes | None, stat: ZnodeStat | None) -> object:
+            before, created[0] = created[0], stat.czxid if stat is not None else None
+            if first[0]:
+                first[0] = False
+                return callback(stat is not None)
+            return callback(True) if stat is not None and stat.czxid != before else True
+
+        DataWatch(self._kazoo, REASSIGN_PARTITIONS, changed)
 
     def watch_preferred_replica_election(self, callback: Callable[[bool], object]) -> None:
         """Whether /admin/preferred_replica_election exists, now and on every change, until `callback` returns
@@ -853,9 +872,21 @@ class ZkClient:
         return {(p["topic"], int(p["partition"])): tuple(p["replicas"]) for p in (body or {}).get("partitions", [])}
 
     def create_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]]) -> bool:
-        body = {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
-                                             for (t, p), r in targets.items()]}
-        return self._create_recursive(self._kazoo, REASSIGN_PARTITIONS, _json(body))
+        """What kafka-reassign-partitions --zookeeper writes; False if a reassignment is already pending."""
+        return self._create_recursive(self._kazoo, REASSIGN_PARTITIONS, _reassignment_json(targets))
+
+    def set_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]],
+                                   controller_zk_version: int) -> None:
+        """The controller's rewrite as partitions leave the znode (Kafka's setOrCreatePartitionReassignment):
+        replaced, or created again if it was deleted meanwhile; fenced on the controller epoch."""
+        data = _reassignment_json(targets)
+        result = self._fenced_result(self._fenced(SetData(self._full(REASSIGN_PARTITIONS), data, -1),
+                                                  controller_zk_version), controller_zk_version)
+        if result.status is WriteStatus.NO_NODE:
+            result = self._fenced_result(self._fenced(self._create_op(REASSIGN_PARTITIONS, data),
+                                                      controller_zk_version), controller_zk_version)
+        if result.status is not WriteStatus.OK:
+            raise RuntimeError(f"writing {REASSIGN_PARTITIONS}: {result.status.value}")
 
     def delete_partition_reassignment(self, controller_zk_version: int = MATCH_ANY_VERSION) -> None:
         self._delete(REASSIGN_PARTITIONS, controller_zk_version)

@@ -18,7 +18,10 @@ from kbroker.cluster.controller_alter_partition import (
 from kbroker.cluster.controller_context import PartitionAndReplica, TopicPartition
 from kbroker.cluster.controller_core import ControllerConfig, ControllerCore
 from kbroker.cluster.controller_memory_store import MemoryStore
-from kbroker.cluster.controller_reassignment import process_api_partition_reassignment
+from kbroker.cluster.controller_reassignment import (
+    process_api_partition_reassignment,
+    process_zk_partition_reassignment,
+)
 from kbroker.cluster.controller_states import PartitionStatus, ReplicaStatus
 from kbroker.cluster.model import (
     RECOVERING,
@@ -342,6 +345,69 @@ def test_reassignment_refuses_duplicates_dead_brokers_and_unknown_partitions() -
         TopicPartition("t", 2): (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")}
     assert process_api_partition_reassignment(c.core, {T0: (1, 9)}).result[T0][0] == \
         ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def complete_reassignment_of_t0(c: Cluster, isr: tuple[int, ...], partition_epoch: int) -> None:
+    """The leader (broker 1) reports the target replicas in its ISR."""
+    request = AlterPartitionRequestData(1, 101, (AlterPartitionTopicData("t", partitions=(
+        AlterPartitionPartitionData(0, 1, isr, partition_epoch=partition_epoch),)),))
+    process_alter_partition(c.core, request, 1)
+
+
+def test_zk_reassignment_starts_each_listed_partition_and_keeps_the_znode_until_it_completes() -> None:
+    # processZkPartitionReassignment, then removePartitionFromReassigningPartitions -> maybeRemoveFromZkReassignment
+    c = cluster(topics={"t": {0: (1, 2), 1: (1, 2)}})
+    c.store.reassignment = {("t", 0): (2, 3), ("t", 1): (1, 3)}
+    out = process_zk_partition_reassignment(c.core)
+    assert out.result == {T0, TopicPartition("t", 1)}
+    assert c.store.assignment("t").partitions[0] == ReplicaAssignment((2, 3, 1), adding=(3,), removing=(1,))
+    assert c.store.reassignment == {("t", 0): (2, 3), ("t", 1): (1, 3)}
+    complete_reassignment_of_t0(c, (1, 2, 3), partition_epoch=1)
+    assert c.store.assignment("t").partitions[0] == ReplicaAssignment((2, 3))
+    assert c.store.reassignment == {("t", 1): (1, 3)}  # the znode keeps what is still moving
+
+
+def test_zk_reassignment_znode_is_deleted_with_its_last_partition() -> None:
+    c = cluster(topics={"t": {0: (1, 2)}})
+    c.store.reassignment = {("t", 0): (1, 2, 3)}
+    process_zk_partition_reassignment(c.core)
+    complete_reassignment_of_t0(c, (1, 2, 3), partition_epoch=1)
+    assert c.store.reassignment == {}
+    assert c.store.assignment("t").partitions[0] == ReplicaAssignment((1, 2, 3))
+
+
+def test_zk_reassignment_of_an_unknown_partition_leaves_the_znode_and_the_others_start() -> None:
+    # maybeTriggerPartitionReassignment's UNKNOWN_TOPIC_OR_PARTITION, removed from the znode (no replica validation)
+    c = cluster(topics={"t": {0: (1, 2)}})
+    c.store.reassignment = {("t", 0): (2, 3), ("gone", 0): (1, 2)}
+    out = process_zk_partition_reassignment(c.core)
+    assert out.result == {T0}
+    assert c.store.reassignment == {("t", 0): (2, 3)}
+    assert [w.op for w in out.writes][-1] == "set_partition_reassignment"
+
+
+def test_api_reassignment_replaces_a_zk_one_of_the_same_partition() -> None:
+    # processApiPartitionReassignment: "the latest reassignment always takes precedence"
+    c = cluster(topics={"t": {0: (1, 2)}, "u": {0: (1, 2)}})
+    c.store.reassignment = {("t", 0): (2, 3), ("u", 0): (1, 3)}
+    process_zk_partition_reassignment(c.core)
+    out = process_api_partition_reassignment(c.core, {T0: (1, 3)})
+    assert out.result == {T0: (ErrorCode.NONE, None)}
+    assert c.store.reassignment == {("u", 0): (1, 3)}
+    assert c.store.assignment("t").partitions[0] == ReplicaAssignment((1, 3, 2), adding=(3,), removing=(2,))
+
+
+def test_a_new_controller_starts_reassignments_submitted_through_zookeeper_while_none_was_active() -> None:
+    # onControllerFailover -> initializePartitionReassignments
+    store = MemoryStore(EPOCH_ZK_VERSION)
+    store.create_topic(assignment("t", {0: (1, 2)}))
+    store.reassignment = {("t", 0): (2, 3)}
+    core = ControllerCore(ControllerConfig(controller_id=1), store, clock=lambda: 1000.0)
+    events.process_controller_failover(core, EPOCH, EPOCH_ZK_VERSION, [broker(b) for b in (1, 2, 3)],
+                                       [store.assignment("t")])
+    assert store.assignment("t").partitions[0] == ReplicaAssignment((2, 3, 1), adding=(3,), removing=(1,))
+    assert core.context.partitions_being_reassigned == {T0}
+    assert store.reassignment == {("t", 0): (2, 3)}
 
 
 # ---------------------------------------------------------------------------------------------- deletion

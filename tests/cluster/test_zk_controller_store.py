@@ -196,6 +196,30 @@ def test_admin_znode_watches_see_elections_and_reassignments_requested(zk):
     assert (elections.get(timeout=WAIT), reassignments.get(timeout=WAIT)) == (True, True)
 
 
+def test_reassignment_watch_reports_each_creation_but_not_rewrites_or_deletion(zk):
+    # Kafka's PartitionReassignmentHandler has only handleCreation
+    seen: queue.Queue[bool] = queue.Queue()
+    zk.watch_partition_reassignment(seen.put)
+    assert seen.get(timeout=WAIT) is False
+    zk.create_partition_reassignment({("t", 0): (2, 1)})
+    assert seen.get(timeout=WAIT) is True
+    epoch = zk.register_controller(1)
+    zk.set_partition_reassignment({("t", 0): (2, 3)}, epoch.zk_version)
+    zk.delete_partition_reassignment(epoch.zk_version)
+    zk.create_partition_reassignment({("t", 1): (1, 2)})
+    assert seen.get(timeout=WAIT) is True
+    assert seen.empty()
+
+
+def test_reassignment_znode_rewrite_is_fenced_on_the_controller_epoch(zk):
+    epoch = zk.register_controller(1)
+    zk.create_partition_reassignment({("t", 0): (2, 1), ("t", 1): (1, 2)})
+    with pytest.raises(ControllerMovedError):
+        zk.set_partition_reassignment({("t", 1): (1, 2)}, epoch.zk_version + 1)
+    zk.set_partition_reassignment({("t", 1): (1, 2)}, epoch.zk_version)
+    assert zk.partition_reassignment() == {("t", 1): (1, 2)}
+
+
 def test_session_expiry_is_announced_before_the_new_session(zookeeper_server, zk):
     order: queue.Queue[str] = queue.Queue()
     zk.on_session_lost(lambda: order.put("lost"))
