@@ -37,6 +37,7 @@ from typing import Any
 from bench import plots, report
 from bench.harness import Context, Result, load_average, machine_facts
 from bench.peers import KafkaPeer, add_kafka_arguments
+from bench.suites._common import exit_on_sigterm
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.render:
         return render(args.render, args)
+    exit_on_sigterm()  # an interrupted run stops every broker it started (SIGTERM would otherwise end it at once)
     names = args.suites or discover()
     rounds = args.rounds or (1 if args.quick else 3)
     started = datetime.datetime.now(datetime.UTC)

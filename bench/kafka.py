@@ -1,11 +1,12 @@
 """Apache Kafka for the benchmarks: the JVM processes compat-tests already knows how to start.
 
 compat-tests/kafka_process.py starts Apache Kafka (KRaft, one node, kafka-server-start.sh's 1 GiB
-heap) from the jars compat-tests/maven_jars.py has Maven resolve from compat-tests/java/pom.xml.
-Both are plain modules of a directory that is not a package (maven_jars is imported by its bare
-name there), so this module is the ONE place bench/ puts compat-tests/ on sys.path; the rest of
-bench/ imports Kafka only from here. It is appended, not prepended, so nothing in compat-tests/
-can shadow an installed package.
+heap) from the jars compat-tests/maven_jars.py has Maven resolve from compat-tests/java/pom.xml;
+compat-tests/cluster_processes.py runs the brokers of a ZooKeeper-mode cluster (kbroker's or Kafka
+3.9's) as the cluster tests do. They are plain modules of a directory that is not a package
+(maven_jars is imported by its bare name there), so this module is the ONE place bench/ puts
+compat-tests/ on sys.path; the rest of bench/ imports them only from here. It is appended, not
+prepended, so nothing in compat-tests/ can shadow an installed package.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ COMPAT_TESTS = Path(__file__).resolve().parent.parent / "compat-tests"
 if str(COMPAT_TESTS) not in sys.path:
     sys.path.append(str(COMPAT_TESTS))
 
-import kafka_process  # noqa: E402  (needs the sys.path entry above)
+import cluster_processes  # noqa: E402  (needs the sys.path entry above)
+
+import kafka_process  # noqa: E402
 import maven_jars  # noqa: E402
 from kafka_process import VERSIONS, KafkaProcess, KafkaUnavailable  # noqa: E402
 
@@ -27,7 +30,8 @@ TOOLS_VERSION = "4"  # Kafka's command-line tools (kafka-tools, with the Java cl
 TOOLS_JAR_SET = VERSIONS[TOOLS_VERSION]
 CLIENT_HEAP = "-Xmx512M"   # kafka-producer-perf-test.sh's KAFKA_HEAP_OPTS
 
-__all__ = ["DEFAULT_VERSION", "VERSIONS", "KafkaProcess", "KafkaUnavailable", "java_command", "unavailable"]
+__all__ = ["DEFAULT_VERSION", "VERSIONS", "KafkaProcess", "KafkaUnavailable", "cluster_processes", "java_command",
+           "unavailable"]
 
 
 def unavailable(version: str = DEFAULT_VERSION) -> str | None:

@@ -13,6 +13,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ class ProduceRun:
     seconds: float            # first produce() to the last acknowledgement
     client_cpu_seconds: float  # this process (for the mock, the mock's work too)
     broker_cpu_seconds: float | None
+    started_at: float = 0.0   # time.monotonic() at the first produce(): one clock for every process on the machine
 
     @property
     def msgs_per_s(self) -> float:
@@ -51,8 +53,12 @@ class ProduceRun:
 
 
 def produce_for(broker: Broker, topic: str, partitions: int, values: list[bytes], seconds: float,
-                max_bytes: int, acks: str = "1", compression: str = "none", drain_s: float = 30) -> ProduceRun:
-    """Produce round-robin over the partitions for `seconds` (or `max_bytes` of values), then wait for every ack."""
+                max_bytes: int, acks: str = "1", compression: str = "none", drain_s: float = 30,
+                ready: Callable[[], object] | None = None, first: int = 0) -> ProduceRun:
+    """Produce round-robin over the partitions for `seconds` (or `max_bytes` of values), then wait for every ack.
+
+    `ready` is called once connected, right before the clock starts (producer processes line up on a barrier);
+    `first` is the record the round-robin starts at, so producers side by side begin on different partitions."""
     errors: list[str] = []
 
     def failed(error, _message) -> None:
@@ -63,13 +69,15 @@ def produce_for(broker: Broker, topic: str, partitions: int, values: list[bytes]
                          "linger.ms": 5, "queue.buffering.max.kbytes": QUEUE_KBYTES,
                          "delivery.report.only.error": True, "on_delivery": failed, **CLIENT_LOGGING})
     producer.list_topics(topic, timeout=10)  # connected and the leaders known before the clock starts
+    if ready is not None:
+        ready()
     produce, poll, perf_counter = producer.produce, producer.poll, time.perf_counter
     pool = len(values)
-    cap = max(1, max_bytes // len(values[0]))
+    cap = first + max(1, max_bytes // len(values[0]))
     cpu_before, client_before = broker.cpu_seconds(), time.process_time()
-    started = perf_counter()
+    started_at, started = time.monotonic(), perf_counter()
     ends = started + seconds
-    sent = 0
+    sent = first
     while sent < cap:
         try:
             produce(topic, values[sent % pool], partition=sent % partitions)
@@ -86,12 +94,13 @@ def produce_for(broker: Broker, topic: str, partitions: int, values: list[bytes]
     left = producer.flush(drain_s)
     elapsed = perf_counter() - started
     cpu_after = broker.cpu_seconds()
+    records = sent - first
     if left:
-        raise TimeoutError(f"{broker}: {left} of {sent} records unacknowledged {drain_s} s after the last send")
+        raise TimeoutError(f"{broker}: {left} of {records} records unacknowledged {drain_s} s after the last send")
     if errors:
         raise RuntimeError(f"{broker}: delivery failed: {errors}")
-    return ProduceRun(sent, elapsed, time.process_time() - client_before,
-                      None if cpu_before is None else cpu_after - cpu_before)
+    return ProduceRun(records, elapsed, time.process_time() - client_before,
+                      None if cpu_before is None else cpu_after - cpu_before, started_at)
 
 
 def client_produce_ceiling(values: list[bytes], seconds: float) -> float:

@@ -14,6 +14,7 @@ node needs (replication factors of 1) and KIP-848 switched on for 3.9 KRaft, whe
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -101,15 +102,37 @@ def _tail(log: Path, lines: int = 30) -> str:
     return "\n".join("\n".join(text.splitlines()[-lines:]) for text in texts)
 
 
-def _stop(process: subprocess.Popen | None, timeout: float = 30) -> None:
+def stop_process(process: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """Send `sig` (SIGTERM: the broker's controlled shutdown; SIGKILL: a crash) and wait; kill -9 after `timeout`."""
     if process is None or process.poll() is not None:
         return
-    process.terminate()  # SIGTERM: Kafka's controlled shutdown
+    process.send_signal(sig)
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def wait_for_sessions(connect: str, timeout: float = 90) -> None:
+    """Until ZooKeeper at `connect` grants a session: its port opens before it serves them, and on a loaded machine
+    the gap is seconds. The probe logs only errors (not a warning per connection dropped meanwhile)."""
+    from kazoo.client import KazooClient
+
+    quiet = logging.getLogger(f"{__name__}.zookeeper-probe")
+    quiet.setLevel(logging.ERROR)
+    deadline = time.monotonic() + timeout
+    while True:
+        client = KazooClient(hosts=connect, timeout=10, logger=quiet)
+        try:
+            client.start(timeout=10)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            client.stop()
+            client.close()
 
 
 class ZooKeeperProcess:
@@ -125,7 +148,9 @@ class ZooKeeperProcess:
     def connect(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout: float = 60) -> ZooKeeperProcess:
+    def start(self, timeout: float = 90) -> ZooKeeperProcess:
+        """Returns once ZooKeeper grants sessions (`timeout` for its port, then as long for that); on a failure,
+        or an interruption, the JVM is stopped again."""
         (self.workdir / "data").mkdir(parents=True, exist_ok=True)
         config = self.workdir / "zoo.cfg"
         # ZooKeeper expires sessions on tick boundaries: a short tick keeps expiry within ~0.5 s of the session
@@ -136,11 +161,16 @@ class ZooKeeperProcess:
         log = self.workdir / "zookeeper.log"
         self.process = _jvm("kafka-3.9", "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config),
                             log_config=_log_config("kafka-3.9", self.workdir, log), log=log, heap="-Xmx512M")
-        _wait_for_port(self.process, self.port, timeout, "ZooKeeper", log, self.host)
+        try:
+            _wait_for_port(self.process, self.port, timeout, "ZooKeeper", log, self.host)
+            wait_for_sessions(self.connect, timeout)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_process(self.process)
         self.process = None
 
     @contextlib.contextmanager
@@ -270,11 +300,7 @@ class KafkaProcess:
         process, self.process = self.process, None
         if process is None:
             return None
-        if sig == signal.SIGKILL:
-            process.kill()
-            process.wait()
-        else:
-            _stop(process)
+        stop_process(process, sig)
         return process.returncode
 
     @contextlib.contextmanager

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -264,11 +265,19 @@ def targets(bootstrap: str, peers: list[Broker]) -> list[tuple[str, str]]:
 
 
 def per_peer(suite: str, name: str, metric: str, kbroker: float | None, peer_figures: dict[str, float | None],
-             **fields) -> list[Result]:
-    """One Result per peer (the report lines them up by name), or one with no peer."""
+             peer_params: dict[str, dict[str, Any]] | None = None, **fields) -> list[Result]:
+    """One Result per peer (the report lines them up by name), or one with no peer. `peer_params` adds to the
+    params of one peer's Result what belongs to that peer alone (its figure of each round, say)."""
     if not peer_figures:
         return [Result(suite, name, metric, kbroker, **fields)]
-    return [Result(suite, name, metric, kbroker, figure, peer_name, **fields)
+    own = peer_params or {}
+
+    def fields_of(peer_name: str) -> dict[str, Any]:
+        if peer_name not in own:
+            return fields
+        return {**fields, "params": {**fields.get("params", {}), **own[peer_name]}}
+
+    return [Result(suite, name, metric, kbroker, figure, peer_name, **fields_of(peer_name))
             for peer_name, figure in peer_figures.items()]
 
 
@@ -425,21 +434,38 @@ def run_members(bootstrap: str, groups: list[str], topic: str, settled: Callable
 # --- running a suite alone -----------------------------------------------------------------
 
 
+def run_part(ctx: Context, suite: str, name: str, part: Callable[[], list[Result]]) -> list[Result]:
+    """One part's results. In quick mode a failure propagates (it is a smoke test); in a full run
+    it becomes a result with no figure, so one failing part does not lose the others."""
+    try:
+        return part()
+    except Exception as error:
+        if ctx.quick:
+            raise
+        return [Result(suite, name, "-", None, note=f"failed: {error!r}")]
+
+
 def run_parts(ctx: Context, suite: str, time_budget: tuple[int, int], shape: object,
               parts: tuple[Callable[[Context, object, Deadline], list[Result]], ...]) -> list[Result]:
-    """Run a suite's parts in turn. In quick mode a failure propagates (it is a smoke test); in a
-    full run it becomes a result with no figure, so one failing part does not lose the others."""
+    """Run a suite's parts in turn (run_part), each named after its function, within the suite's budget."""
     deadline = Deadline.for_suite(ctx, time_budget[0 if ctx.quick else 1])
     results: list[Result] = []
     for part in parts:
-        try:
-            results += part(ctx, shape, deadline)
-        except Exception as error:
-            if ctx.quick:
-                raise
-            results.append(Result(suite, part.__name__.strip("_").replace("_", " "), "-", None,
-                                  note=f"failed: {error!r}"))
+        results += run_part(ctx, suite, part.__name__.strip("_").replace("_", " "),
+                            lambda part=part: part(ctx, shape, deadline))
     return results
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (`kill`, a cancelled job) becomes SystemExit, as Ctrl-C becomes KeyboardInterrupt: every
+    `finally` and context manager runs, so the brokers, JVMs and ZooKeeper the suites started are
+    stopped instead of outliving the run. A second SIGTERM while that cleanup runs is ignored."""
+
+    def terminated(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 def run_alone(run: Callable[[Context], list[Result]], description: str, budget_s: tuple[int, int],
@@ -453,6 +479,7 @@ def run_alone(run: Callable[[Context], list[Result]], description: str, budget_s
     parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: a temporary directory)")
     args = parser.parse_args(argv)
+    exit_on_sigterm()
     with contextlib.ExitStack() as stack:
         work_dir = args.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-bench-")))
         kafka_peer, why_not = KafkaPeer.for_run(work_dir / "kafka", None if args.no_kafka else args.kafka_version)

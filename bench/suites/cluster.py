@@ -64,19 +64,15 @@ failover no slower than Kafka's, end-to-end p99 at 10,000 msgs/s within 10 ms.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
 import logging
 import multiprocessing
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -84,10 +80,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import kafka
 from bench.harness import Context, Result, cpu_seconds, interleave, median, rotated, size_label
+from bench.kafka import cluster_processes  # the cluster tests' brokers and waits
 from bench.load import PURGED, latency_run, produce_for, value_pool
-from bench.peers import CLIENT_LOGGING, Broker, first_writes
-from bench.suites._common import Deadline, run_alone
-from kbroker.testing import free_port
+from bench.peers import CLIENT_LOGGING, Broker, ExternalBroker, first_writes
+from bench.suites._common import Deadline, per_peer, run_alone, run_part
 
 SUITE = "cluster"
 TIME_BUDGET = (240, 1800)
@@ -119,132 +115,21 @@ def _shape(ctx: Context) -> dict[str, Any]:
             "producers": max(2, min(4, (os.cpu_count() or 2) // 2))}
 
 
-# --- the processes ------------------------------------------------------------------------------
-
-
-class KbrokerNode:
-    """`kbroker serve` in cluster mode as a subprocess, its log in its work dir."""
-
-    def __init__(self, workdir: Path, connect: str, broker_id: int, overrides: dict[str, str],
-                 event_loop: str) -> None:
-        self.workdir = workdir
-        self.broker_id = broker_id
-        self.port = free_port()
-        self.properties = {"broker.id": str(broker_id), "zookeeper.connect": connect,
-                           "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": str(workdir / "data"),
-                           **overrides}
-        self.event_loop = event_loop
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    def start(self) -> None:
-        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "WARNING", "serve", "--event-loop", self.event_loop]
-        for key, value in self.properties.items():
-            args += ["--override", f"{key}={value}"]
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.workdir / "kbroker.log", "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def kill(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
-
-    def exited(self) -> int | None:
-        return None if self.process is None else self.process.poll()
-
-    def log_tail(self, lines: int = 15) -> str:
-        path = self.workdir / "kbroker.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
-
-
-class KafkaNode:
-    """An Apache Kafka 3.9 broker in ZooKeeper mode (compat-tests' KafkaProcess) with the node interface."""
-
-    def __init__(self, workdir: Path, connect: str, broker_id: int, overrides: dict[str, str]) -> None:
-        self.broker_id = broker_id
-        self.kafka = kafka.KafkaProcess(workdir, KAFKA_VERSION, zookeeper=connect, overrides=overrides,
-                                        node_id=broker_id)
-
-    @property
-    def bootstrap(self) -> str:
-        return self.kafka.bootstrap
-
-    @property
-    def pid(self) -> int | None:
-        return self.kafka.process.pid if self.kafka.process is not None else None
-
-    def start(self) -> None:
-        self.kafka.start(timeout=FORM_TIMEOUT_S)  # back once it answers Metadata (after an old registration expired)
-
-    def kill(self) -> None:
-        self.kafka.stop(signal.SIGKILL)
-
-    def exited(self) -> int | None:
-        return None if self.kafka.process is None else self.kafka.process.poll()
-
-    def log_tail(self, lines: int = 15) -> str:
-        path = self.kafka.workdir / "server.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
-
-
-def start_zookeeper(work_dir: Path) -> kafka.kafka_process.ZooKeeperProcess:
-    server = kafka.kafka_process.ZooKeeperProcess(work_dir)
-    server.start()
-    try:
-        _wait(lambda: _zk_session_works(server.connect), "ZooKeeper serving sessions", 90)
-    except Exception:
-        server.stop()
-        raise
-    return server
-
-
-def _zk_session_works(connect: str) -> bool:
-    client = _kazoo(connect)
-    try:
-        client.start(timeout=10)
-        return True
-    finally:
-        client.stop()
-        client.close()
+# --- the clusters (their brokers: compat-tests/cluster_processes.py) ------------------------------
 
 
 def _kazoo(hosts: str):
     from kazoo.client import KazooClient
 
-    logging.getLogger("kazoo").setLevel(logging.ERROR)  # not a warning per dropped connection while ZooKeeper starts
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # errors only: the suite's output is its figures
     return KazooClient(hosts=hosts, timeout=10)
-
-
-def _wait(condition: Callable[[], Any], what: str, timeout: float, interval: float = 0.2) -> Any:
-    """condition()'s first truthy value; exceptions count as not yet."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as error:
-            last = error
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f} s" + (f" (last error: {last!r})" if last else ""))
-        time.sleep(interval)
 
 
 class Cluster(Broker):
     """Brokers sharing a ZooKeeper chroot, seen by the load generators as one Broker: the bootstrap lists every
     live broker and the CPU is the sum over them."""
 
-    def __init__(self, kind: str, name: str, connect: str, nodes: dict[int, KbrokerNode | KafkaNode]) -> None:
+    def __init__(self, kind: str, name: str, connect: str, nodes: dict[int, cluster_processes.ClusterBroker]) -> None:
         self.kind = kind
         self.name = name
         self.connect = connect
@@ -259,7 +144,7 @@ class Cluster(Broker):
     def pid(self) -> int | None:  # type: ignore[override]
         return None
 
-    def live(self) -> list[KbrokerNode | KafkaNode]:
+    def live(self) -> list[cluster_processes.ClusterBroker]:
         return [n for n in self.nodes.values() if n.pid is not None]
 
     def cpu_seconds(self) -> float:
@@ -279,43 +164,18 @@ class Cluster(Broker):
         finally:
             client.stop()
             client.close()
-        with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
-            for future in [pool.submit(n.start) for n in self.nodes.values()]:
-                future.result()
+        cluster_processes.start_all(self.nodes.values())
         self.wait_formed(timeout)
 
     def wait_formed(self, timeout: float = FORM_TIMEOUT_S) -> None:
-        live_ids = sorted(n.broker_id for n in self.live())
         if self.zk is None:
-            self.zk = _wait(self._zk_client, f"{self.name}: ZooKeeper session", timeout)
-
-        def registered() -> bool:
-            self._check_alive()
-            return sorted(map(int, self.zk.get_children("/brokers/ids"))) == live_ids
-
-        _wait(registered, f"{self.name}: brokers {live_ids} registered in ZooKeeper", timeout)
-
-        def everyone_knows_everyone() -> bool:
-            self._check_alive()
-            for node in self.live():
-                metadata = _admin(node.bootstrap).list_topics(timeout=5)
-                if metadata.controller_id not in live_ids or sorted(metadata.brokers) != live_ids:
-                    return False
-            return True
-
-        _wait(everyone_knows_everyone, f"{self.name}: every broker's Metadata names the controller and all brokers",
-              timeout)
+            self.zk = cluster_processes.wait_until(self._zk_client, f"{self.name}: ZooKeeper session", timeout)
+        cluster_processes.wait_formed(self.zk, self.live(), timeout, self.name)
 
     def _zk_client(self):
         client = _kazoo(self.connect)
         client.start(timeout=10)
         return client
-
-    def _check_alive(self) -> None:
-        for node in self.live():
-            code = node.exited()
-            if code is not None:
-                raise RuntimeError(f"{self.name}: broker {node.broker_id} exited with {code}:\n{node.log_tail()}")
 
     # --- topics --------------------------------------------------------------------------------
 
@@ -324,7 +184,8 @@ class Cluster(Broker):
         admin = _admin(self.bootstrap)  # kept referenced until the future is done: it dies with its client
         admin.create_topics([NewTopic(name, partitions, replication, config=config or {})],
                             request_timeout=timeout)[name].result(timeout)
-        _wait(lambda: self.in_sync(name, partitions, replication), f"{self.name}: {name} fully in sync", timeout)
+        cluster_processes.wait_until(lambda: self.in_sync(name, partitions, replication),
+                                     f"{self.name}: {name} fully in sync", timeout)
         first_writes(self.bootstrap, {name: partitions}, timeout)
 
     def delete_topic(self, name: str) -> None:
@@ -373,15 +234,16 @@ def _chroot(zookeeper: str, label: str) -> str:
 def kbroker_cluster(ctx: Context, zookeeper: str, brokers: int = 3, label: str = "kbroker") -> Cluster:
     connect = _chroot(zookeeper, label)
     overrides = {**COMMON, "offsets.topic.replication.factor": str(min(3, brokers))}
-    nodes = {i: KbrokerNode(ctx.work_dir / f"{label}-{uuid.uuid4().hex[:6]}-{i}", connect, i, overrides,
-                            ctx.event_loop) for i in range(1, brokers + 1)}
+    nodes = {i: cluster_processes.KbrokerProcess(ctx.work_dir / f"{label}-{uuid.uuid4().hex[:6]}-{i}", connect, i,
+                                                 overrides, log_level="WARNING", event_loop=ctx.event_loop)
+             for i in range(1, brokers + 1)}
     return Cluster("kbroker", "kbroker", connect, nodes)
 
 
 def kafka_cluster(ctx: Context, zookeeper: str) -> Cluster:
     connect = _chroot(zookeeper, "kafka")
     overrides = {**COMMON, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
-    nodes = {i: KafkaNode(ctx.work_dir / "kafka", connect, i, overrides) for i in BROKER_IDS}
+    nodes = {i: cluster_processes.KafkaZkBroker(ctx.work_dir / "kafka", connect, i, overrides) for i in BROKER_IDS}
     version = nodes[1].kafka.full_version
     return Cluster("kafka", f"Apache Kafka {version} (ZooKeeper mode)", connect, nodes)
 
@@ -452,15 +314,16 @@ END_TO_END_P99 = {"target": "<= 10 ms", "target_value": 10.0}
 def _compare(name: str, metric: str, rounds: dict[str, list[dict[str, Any]]], mine: Cluster, others: list[Cluster],
              key: str, higher_is_better: bool, params: dict[str, Any], note: str = "",
              target: dict[str, Any] | None = None) -> list[Result]:
-    figure = median([r[key] for r in rounds[mine.name] if r.get(key) is not None])
-    target = target or {}
-    if not others:
-        return [Result(SUITE, name, metric, figure, higher_is_better=higher_is_better, params=params, note=note,
-                       **{k: v for k, v in target.items() if k != "target_ratio"})]
-    return [Result(SUITE, name, metric, figure, median([r[key] for r in rounds[o.name] if r.get(key) is not None]),
-                   o.name, higher_is_better=higher_is_better,
-                   params={**params, "peer_rounds": [r[key] for r in rounds[o.name]]}, note=note, **target)
-            for o in others]
+    """per_peer of each cluster's median of `key` over its rounds (each peer's rounds in its params); a ratio
+    target only where there is a peer to compare with."""
+
+    def figure(cluster: Cluster) -> float | None:
+        return median([r.get(key) for r in rounds[cluster.name]])
+
+    target = {k: v for k, v in (target or {}).items() if others or k != "target_ratio"}
+    return per_peer(SUITE, name, metric, figure(mine), {o.name: figure(o) for o in others},
+                    {o.name: {"peer_rounds": [r[key] for r in rounds[o.name]]} for o in others},
+                    higher_is_better=higher_is_better, params=params, note=note, **target)
 
 
 # --- 3: end-to-end latency ---------------------------------------------------------------------------
@@ -582,8 +445,11 @@ def leader_failover(cluster: Cluster, topic: str) -> dict[str, Any]:
     finally:
         producer.purge()
         producer.flush(1)
-    new_leader = _wait(lambda: max(0, cluster.partitions(topic, cluster.live()[0].bootstrap).get(partition, (-1,))[0]),
-                       "the new leader in Metadata", 30)
+
+    def leader_now() -> int:  # Metadata's -1, no leader yet, as 0: not yet
+        return max(0, cluster.partitions(topic, cluster.live()[0].bootstrap).get(partition, (-1,))[0])
+
+    new_leader = cluster_processes.wait_until(leader_now, "the new leader in Metadata", 30)
     return {"seconds": seconds, "expired_s": expired_s, "after_expiry_s": after_expiry_s, "killed": leader,
             "controller": controller, "partition": partition, "new_leader": new_leader, "isr_before": list(isr),
             "errors": errors[:3]}
@@ -663,44 +529,13 @@ def _failover(ctx: Context, shape: dict[str, Any], clusters: list[Cluster], dead
 
 def _produce_worker(bootstrap: str, topic: str, partitions: int, value_size: int, seconds: float, index: int,
                     barrier, results) -> None:
-    """One producer process: connect, wait for the others, produce round-robin for `seconds`, drain;
-    puts (records, start, end) with time.monotonic() (one clock for every process on the machine)."""
-    errors: list[str] = []
-
-    def failed(error, _message) -> None:
-        if error is not None and len(errors) < 3:
-            errors.append(str(error))
-
+    """One producer process: produce_for with acks=1 and no byte cap, its clock started once every producer is
+    connected (`barrier`), from another partition than the others; puts (index, records, start, end, error)
+    with time.monotonic() times, one clock for every process on the machine."""
     try:
-        values = value_pool(value_size, seed=index + 1)
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
-                             "queue.buffering.max.kbytes": 64 * 1024, "delivery.report.only.error": True,
-                             "on_delivery": failed, **CLIENT_LOGGING})
-        producer.list_topics(topic, timeout=20)
-        barrier.wait(60)
-        produce, poll, monotonic = producer.produce, producer.poll, time.monotonic
-        pool = len(values)
-        started = monotonic()
-        ends = started + seconds
-        sent = index  # each producer starts at another partition
-        while True:
-            try:
-                produce(topic, values[sent % pool], partition=sent % partitions)
-            except BufferError:
-                poll(0.001)
-                if monotonic() > ends:
-                    break
-                continue
-            sent += 1
-            if not sent & 0x3FF:
-                poll(0)
-                if monotonic() > ends:
-                    break
-        left = producer.flush(60)
-        finished = monotonic()
-        if left or errors:
-            raise RuntimeError(f"{left} records unacknowledged, errors: {errors}")
-        results.put((index, sent - index, started, finished, None))
+        run = produce_for(ExternalBroker(bootstrap), topic, partitions, value_pool(value_size, seed=index + 1),
+                          seconds, sys.maxsize, drain_s=60, ready=lambda: barrier.wait(60), first=index)
+        results.put((index, run.records, run.started_at, run.started_at + run.seconds, None))
     except Exception as error:
         results.put((index, 0, 0.0, 0.0, repr(error)))
 
@@ -772,16 +607,6 @@ def _kafka_problem(ctx: Context) -> str | None:
     return f"Apache Kafka {KAFKA_VERSION} is unavailable: {problem}" if problem else None
 
 
-def _part(ctx: Context, results: list[Result], name: str, part: Callable[[], list[Result]]) -> None:
-    """Run one part; a failure is a result with no figure (and, in quick mode, the suite's error)."""
-    try:
-        results += part()
-    except Exception as error:
-        if ctx.quick:
-            raise
-        results.append(Result(SUITE, name, "-", None, note=f"failed: {error!r}"))
-
-
 def run(ctx: Context) -> list[Result]:
     shape = _shape(ctx)
     deadline = Deadline.for_suite(ctx, TIME_BUDGET[0 if ctx.quick else 1])
@@ -794,8 +619,7 @@ def run(ctx: Context) -> list[Result]:
         ctx.notes.append(f"cluster: kbroker measured alone: {kafka_problem}")
     results: list[Result] = []
     ctx.log("starting ZooKeeper")
-    zookeeper = start_zookeeper(ctx.work_dir)
-    try:
+    with kafka.kafka_process.ZooKeeperProcess(ctx.work_dir).started() as zookeeper:
         with contextlib.ExitStack() as stack:
             ctx.log("starting three kbroker brokers")
             clusters = [stack.enter_context(started(kbroker_cluster(ctx, zookeeper.connect)))]
@@ -806,12 +630,11 @@ def run(ctx: Context) -> list[Result]:
                 except Exception as error:
                     ctx.notes.append(f"cluster: kbroker measured alone: Apache Kafka {KAFKA_VERSION} did not "
                                      f"start: {error}")
-            _part(ctx, results, "replicated produce", lambda: _throughput(ctx, shape, clusters, deadline))
-            _part(ctx, results, "end-to-end latency", lambda: _latency(ctx, shape, clusters, deadline))
-            _part(ctx, results, "failover", lambda: _failover(ctx, shape, clusters, deadline))
-        _part(ctx, results, "kbroker with 1, 2, 3 brokers", lambda: _scaling(ctx, shape, zookeeper.connect, deadline))
-    finally:
-        zookeeper.stop()
+            results += run_part(ctx, SUITE, "replicated produce", lambda: _throughput(ctx, shape, clusters, deadline))
+            results += run_part(ctx, SUITE, "end-to-end latency", lambda: _latency(ctx, shape, clusters, deadline))
+            results += run_part(ctx, SUITE, "failover", lambda: _failover(ctx, shape, clusters, deadline))
+        results += run_part(ctx, SUITE, "kbroker with 1, 2, 3 brokers",
+                            lambda: _scaling(ctx, shape, zookeeper.connect, deadline))
     return results
 
 

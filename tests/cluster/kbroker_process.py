@@ -1,77 +1,20 @@
-"""A kbroker broker in cluster mode as a subprocess (`python -m kbroker serve`), so a test can stop, pause and
-kill it as a real broker is; its log is kept beside its data. `running_cluster` starts several on one chroot."""
+"""The cluster tests' brokers: `kbroker serve` in cluster mode (KbrokerProcess) or Apache Kafka 3.9 in ZooKeeper
+mode (KafkaZkBroker), both from compat-tests/cluster_processes.py, which the cluster bench suite uses too.
+`running_cluster` starts several on one chroot; KbrokerCluster tells what their Metadata answers say."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cluster_processes import KINDS, KafkaZkBroker, KbrokerProcess, names_everyone, start_all, wait_formed
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
-from waiting import wait_until
 
-from kbroker.testing import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class KbrokerProcess:
-    def __init__(self, workdir: Path, zookeeper: str, broker_id: int, overrides: dict[str, str] | None = None,
-                 host: str = "127.0.0.1", wrap: Callable[[list[str]], list[str]] = list) -> None:
-        """`host` to listen on, `wrap` the command line (netns.Network.run puts it in another network namespace)."""
-        self.workdir = workdir
-        self.data = workdir / "data"
-        self.host, self.wrap = host, wrap
-        self.port = free_port()
-        self.zookeeper = zookeeper
-        self.broker_id = broker_id
-        self.overrides = dict(overrides or {})
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def start(self) -> KbrokerProcess:
-        overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data),
-                     "zookeeper.connect": self.zookeeper, "broker.id": str(self.broker_id), **self.overrides}
-        args = [sys.executable, "-m", "kbroker.cli", "--log-level", "INFO", "serve"]
-        for key, value in overrides.items():
-            args += ["--override", f"{key}={value}"]
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.workdir / "kbroker.log", "ab") as out:
-            self.process = subprocess.Popen(self.wrap(args), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        return self
-
-    def send(self, sig: int) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, sig)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
-        process, self.process = self.process, None
-        if process is None:
-            return None
-        if process.poll() is None:
-            if sig != signal.SIGKILL:
-                os.kill(process.pid, signal.SIGCONT)  # a paused broker cannot stop itself
-            process.send_signal(sig)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        return process.returncode
-
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.workdir / "kbroker.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+__all__ = ["KINDS", "KafkaZkBroker", "KbrokerCluster", "KbrokerProcess", "running_cluster"]
 
 
 class KbrokerCluster:
@@ -88,8 +31,7 @@ class KbrokerCluster:
         return ",".join(b.bootstrap for b in self.live())
 
     def knows_everyone(self, via: KbrokerProcess | KafkaZkBroker) -> bool:
-        metadata = AdminClient({"bootstrap.servers": via.bootstrap, "log_level": 0}).list_topics(timeout=5)
-        return metadata.controller_id in self.brokers and sorted(metadata.brokers) == sorted(self.brokers)
+        return names_everyone(via.bootstrap, self.brokers)
 
     def partition(self, via: KbrokerProcess | KafkaZkBroker, index: int,
                   name: str) -> tuple[int, tuple[int, ...]] | None:
@@ -127,48 +69,6 @@ class KbrokerCluster:
         return answer.node_id if answer.error_code == 0 else -1
 
 
-class KafkaZkBroker:
-    """Apache Kafka 3.9 in ZooKeeper mode behind KbrokerProcess's interface, so a cluster test runs on either:
-    the reference every kbroker cluster behaviour is checked against."""
-
-    def __init__(self, workdir: Path, zookeeper: str, broker_id: int, overrides: dict[str, str] | None = None) -> None:
-        import kafka_process
-
-        self.kafka = kafka_process.KafkaProcess(workdir, version="3.9", zookeeper=zookeeper, node_id=broker_id,
-                                                overrides=dict(overrides or {}))
-        self.zookeeper, self.broker_id, self.port = zookeeper, broker_id, self.kafka.port
-        self.data = self.kafka.log_dir
-
-    @property
-    def process(self) -> subprocess.Popen | None:
-        return self.kafka.process
-
-    @property
-    def bootstrap(self) -> str:
-        return self.kafka.bootstrap
-
-    def start(self) -> KafkaZkBroker:
-        """Returns once Kafka answers Metadata (after waiting out a killed predecessor's registration)."""
-        self.kafka.start()
-        return self
-
-    def send(self, sig: int) -> None:
-        assert self.kafka.process is not None
-        os.kill(self.kafka.process.pid, sig)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
-        if self.kafka.process is not None and sig != signal.SIGKILL:
-            os.kill(self.kafka.process.pid, signal.SIGCONT)
-        return self.kafka.stop(sig)
-
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.kafka.workdir / "server.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
-
-
-KINDS = {"kbroker": KbrokerProcess, "kafka-3.9": KafkaZkBroker}
-
-
 @contextlib.contextmanager
 def running_cluster(zookeeper: str, workdir: Path, broker_ids: tuple[int, ...], overrides: dict[str, str],
                     kind: str = "kbroker", **options: Callable[[int], Any]) -> Iterator[KbrokerCluster]:
@@ -179,18 +79,10 @@ def running_cluster(zookeeper: str, workdir: Path, broker_ids: tuple[int, ...], 
                               **{name: option(i) for name, option in options.items()}) for i in broker_ids}
     zk = KazooClient(hosts=zookeeper)
     try:
-        starting = [threading.Thread(target=broker.start) for broker in brokers.values()]
-        for thread in starting:  # Kafka's start returns when it serves: the JVMs start side by side
-            thread.start()
-        for thread in starting:
-            thread.join()
+        start_all(brokers.values())
         zk.start(timeout=30)
-        wait_until(lambda: sorted(map(int, zk.get_children("/brokers/ids"))) == sorted(broker_ids),
-                   "every broker registered")
-        cluster = KbrokerCluster(brokers)
-        wait_until(lambda: all(cluster.knows_everyone(b) for b in brokers.values()),
-                   "every broker's Metadata names the controller and all the brokers")
-        yield cluster
+        wait_formed(zk, brokers.values())
+        yield KbrokerCluster(brokers)
     finally:
         for broker in brokers.values():
             print(f"broker {broker.broker_id} log:\n{broker.log_tail(60)}")
