@@ -133,8 +133,9 @@ class Broker:
         self.log_dirs = config.log_dirs
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
-        # dynamic broker configs (kbroker.dynamic_config): `config` is the one in effect, static under dynamic
-        self.dynamic_configs = DynamicConfigStore(self.log_dirs[0])
+        # dynamic broker configs (kbroker.dynamic_config): `config` is the one in effect, static under dynamic;
+        # a single node keeps them in a file, a cluster in ZooKeeper's /config/brokers (applied by its member)
+        self.dynamic_configs = None if config.cluster_mode else DynamicConfigStore(self.log_dirs[0])
         self.config = self._with_stored_dynamic_configs(config)
         # called with (old, new) after a dynamic change takes effect, as Kafka's BrokerReconfigurables
         self.config_observers: list[Callable[[BrokerConfig, BrokerConfig], None]] = []
@@ -179,6 +180,8 @@ class Broker:
     def _with_stored_dynamic_configs(self, static: BrokerConfig) -> BrokerConfig:
         """The static config under the dynamic configs kept from earlier runs; as Kafka, those that can no
         longer apply are logged and ignored."""
+        if self.dynamic_configs is None:
+            return static.with_dynamic({}, {})
         cluster_default = usable(self.dynamic_configs.get(DEFAULT_ENTITY), False, "default cluster")
         this_broker = usable(self.dynamic_configs.get(str(self.node_id)), True, "broker")
         try:
@@ -191,12 +194,27 @@ class Broker:
         """Replace the dynamic configs of this broker (`entity` its id) or of the cluster default
         (DEFAULT_ENTITY); they take effect at once and are kept for the next start. Raises
         DynamicConfigError for what Kafka would refuse."""
-        own = entity != DEFAULT_ENTITY
-        new = reconfigured(self.config, self.config.dynamic_default if own else configs,
-                           configs if own else self.config.dynamic_broker, self._check_log_configs)
+        new = self.check_dynamic_configs(entity, configs)
         if validate_only:
             return
         self.dynamic_configs.put(entity, configs)
+        self._put_in_effect(new)
+
+    def check_dynamic_configs(self, entity: str, configs: dict[str, str]) -> BrokerConfig:
+        """The config that `configs` for `entity` would put in effect; DynamicConfigError if Kafka refuses it."""
+        own = entity != DEFAULT_ENTITY
+        return reconfigured(self.config, self.config.dynamic_default if own else configs,
+                            configs if own else self.config.dynamic_broker, self._check_log_configs)
+
+    def apply_dynamic_configs(self, cluster_default: dict[str, str], this_broker: dict[str, str]) -> None:
+        """Put in effect the dynamic configs a cluster keeps in ZooKeeper (read at start and on every change
+        notification for this broker or the default); as Kafka, those that cannot apply are logged and ignored."""
+        cluster_default = usable(cluster_default, False, "default cluster")
+        this_broker = usable(this_broker, True, "broker")
+        if (cluster_default, this_broker) != (dict(self.config.dynamic_default), dict(self.config.dynamic_broker)):
+            self._put_in_effect(reconfigured(self.config, cluster_default, this_broker, self._check_log_configs))
+
+    def _put_in_effect(self, new: BrokerConfig) -> None:
         old, self.config = self.config, new
         if self.default_log_config(old) != self.default_log_config(new):
             self.logs.default_config = self.default_log_config()

@@ -206,16 +206,17 @@ def topic_entries(broker: Broker, overrides: Mapping[str, str | None]) -> list[E
 # --- where topic overrides live ------------------------------------------------------------
 
 
-class TopicOverrides:
-    """A topic's overrides: the broker's own topics on a single node. A cluster keeps them in ZooKeeper
-    (/config/topics/<t>, as Kafka 3.9): `load` reads those of a request's topics before it is handled, `save`
-    writes the changed ones after (with the /config/changes notification every broker applies)."""
+class Overrides:
+    """Topic overrides and dynamic broker configs: the broker's own on a single node. A cluster keeps them in
+    ZooKeeper (/config/topics/<t>, /config/brokers/<id> and /config/brokers/<default>, as Kafka 3.9): `load`
+    reads the overrides of a request's topics before it is handled, `save` writes the changed entities after
+    (each with the /config/changes notification every broker applies, this one too)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.member = getattr(broker, "cluster", None)
         self._read: dict[str, dict[str, str] | None] = {}
-        self._changed: dict[str, dict[str, str]] = {}
+        self._changed: dict[tuple[int, str], dict[str, str]] = {}  # (resource type, name) -> the new configs
 
     async def load(self, resources: Iterable) -> None:
         if self.member is None:
@@ -238,25 +239,30 @@ class TopicOverrides:
         if self.member is None:
             self.broker.set_topic_configs(name, configs)
         else:
-            self._changed[name] = configs
+            self._changed[(TOPIC, name)] = configs
 
-    async def save(self) -> set[str]:
-        """Write the changed topics to ZooKeeper; the names whose write failed. Every broker hosting a topic, this one
-        too, applies its change from the notification, in the order ZooKeeper gave the notifications."""
+    def put_broker(self, entity: str, configs: dict[str, str]) -> None:
+        """A cluster's dynamic configs of broker `entity` (an id, or DEFAULT_ENTITY), written by `save`."""
+        self._changed[(BROKER, entity)] = configs
+
+    async def save(self) -> set[tuple[int, str]]:
+        """Write the changed entities to ZooKeeper; those whose write failed. Every broker concerned, this one too,
+        applies a change from its notification, in the order ZooKeeper gave the notifications."""
         failed = set()
-        for name, configs in self._changed.items():
+        for (resource_type, name), configs in self._changed.items():
+            entity_type = "topics" if resource_type == TOPIC else "brokers"
             try:
-                await asyncio.to_thread(self.member.zk.change_entity_config, "topics", name, configs)
+                await asyncio.to_thread(self.member.zk.change_entity_config, entity_type, name, configs)
             except Exception:
-                log.exception("cannot write the configs of topic %s to ZooKeeper", name)
-                failed.add(name)
+                log.exception("cannot write the configs of %s %s to ZooKeeper", entity_type, name)
+                failed.add((resource_type, name))
         return failed
 
 
 # --- DescribeConfigs ---------------------------------------------------------------------
 
 
-def _describe_topic(broker: Broker, overrides: TopicOverrides, name: str) -> list[Entry]:
+def _describe_topic(broker: Broker, overrides: Overrides, name: str) -> list[Entry]:
     problem = topic_name_problem(name)
     if problem:
         raise ConfigRequestError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -315,7 +321,7 @@ def _describe_broker(broker: Broker, name: str) -> list[Entry]:
     return [_broker_entry(config, n, broker_synonyms(config, n), _broker_value(config, n)) for n in names]
 
 
-def _describe(broker: Broker, overrides: TopicOverrides, resource_type: int, name: str) -> list[Entry]:
+def _describe(broker: Broker, overrides: Overrides, resource_type: int, name: str) -> list[Entry]:
     if resource_type == TOPIC:
         return _describe_topic(broker, overrides, name)
     if resource_type == BROKER:
@@ -341,7 +347,7 @@ def _shape(entry: Entry, version: int, include_synonyms: bool, include_documenta
 async def describe_configs(broker: Broker, header, request):
     R = messages.DescribeConfigsResponse
     version = header.request_api_version
-    overrides = TopicOverrides(broker)
+    overrides = Overrides(broker)
     await overrides.load(request.resources)
     results = []
     for resource in request.resources:
@@ -373,10 +379,11 @@ def _check_request_shape(resource, null_allowed: Callable[[object], bool]) -> No
         raise ConfigRequestError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
 
 
-def _alter_broker(broker: Broker, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+def _alter_broker(broker: Broker, overrides: Overrides, name: str, change: Callable[[dict[str, str]], dict[str, str]],
                   validate_only: bool) -> None:
     """Compute the resource's new dynamic config set (this broker's, or the cluster default's for the
-    empty name), check it as Kafka does and, unless validate_only, put it in effect and keep it."""
+    empty name), check it as Kafka does and, unless validate_only, put it in effect and keep it (in a
+    cluster: write it to ZooKeeper, and it takes effect from the change notification)."""
     if name:
         node_id = parse_node_id(name, "Node id")
         if node_id != broker.node_id:
@@ -386,12 +393,30 @@ def _alter_broker(broker: Broker, name: str, change: Callable[[dict[str, str]], 
     try:
         new = change(dict(current))
         validate_configs(new, per_broker=bool(name))
-        broker.change_dynamic_configs(str(broker.node_id) if name else DEFAULT_ENTITY, new, validate_only)
+        entity = str(broker.node_id) if name else DEFAULT_ENTITY
+        if overrides.member is None:
+            broker.change_dynamic_configs(entity, new, validate_only)
+            return
+        broker.check_dynamic_configs(entity, new)
     except DynamicConfigError as error:
         raise ConfigRequestError(error.error_code, error.message) from None
+    if not validate_only:
+        _check_storable_in_zookeeper(name, new)
+        overrides.put_broker(entity, new)
 
 
-def _alter_topic(overrides: TopicOverrides, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+def _check_storable_in_zookeeper(name: str, configs: dict[str, str]) -> None:
+    """Kafka 3.9 writes password configs to ZooKeeper only encrypted with password.encoder.secret, which kbroker
+    does not implement: refused as Kafka refuses them without that secret (DynamicBrokerConfig.toPersistentProps)."""
+    passwords = [n for n in configs if config_kind(n) == "PASSWORD"]
+    if passwords:
+        reason = "Password config can be defined only at broker level" if not name else \
+            "Password encoder secret not configured"
+        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
+                                                           f"ConfigResource(type=BROKER, name='{name}'): {reason}")
+
+
+def _alter_topic(overrides: Overrides, name: str, change: Callable[[dict[str, str]], dict[str, str]],
                  validate_only: bool) -> None:
     """Compute, validate (as Kafka's controller does: configs first, then the topic's existence)
     and, unless validate_only, store the topic's new override set."""
@@ -421,7 +446,7 @@ def _duplicated(resources: Iterable) -> set[tuple[int, str]]:
     return twice
 
 
-async def _alter_all(overrides: TopicOverrides, request, response_class, alter_one: Callable[[object], None]):
+async def _alter_all(overrides: Overrides, request, response_class, alter_one: Callable[[object], None]):
     """Run `alter_one` per resource; each resource succeeds or fails on its own, as in Kafka."""
     await overrides.load(request.resources)
     duplicated = _duplicated(request.resources)
@@ -440,7 +465,9 @@ async def _alter_all(overrides: TopicOverrides, request, response_class, alter_o
     if overrides.member is not None:
         failed = await overrides.save()
         for response in responses:
-            if response.resource_type == TOPIC and response.resource_name in failed:
+            entity = response.resource_name or DEFAULT_ENTITY if response.resource_type == BROKER \
+                else response.resource_name
+            if (response.resource_type, entity) in failed:
                 response.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
     return response_class(throttle_time_ms=0, responses=responses)
 
@@ -452,13 +479,14 @@ def _unknown_type(resource) -> ConfigRequestError:
 @handles(33)
 async def alter_configs(broker: Broker, header, request):
     """The legacy API: the given configs replace the resource's whole override set."""
-    overrides = TopicOverrides(broker)
+    overrides = Overrides(broker)
 
     def alter_one(resource) -> None:
         _check_request_shape(resource, lambda config: False)
         replacement = {c.name: c.value for c in resource.configs}
         if resource.resource_type == BROKER:
-            _alter_broker(broker, resource.resource_name, lambda current: replacement, request.validate_only)
+            _alter_broker(broker, overrides, resource.resource_name, lambda current: replacement,
+                          request.validate_only)
         elif resource.resource_type == TOPIC:
             _alter_topic(overrides, resource.resource_name, lambda current: replacement, request.validate_only)
         else:
@@ -514,7 +542,7 @@ def _apply_broker_ops(config: BrokerConfig, current: dict[str, str], ops) -> dic
 @handles(44)
 async def incremental_alter_configs(broker: Broker, header, request):
     """Per-key operations on the resource's override set; keys not named stay as they are."""
-    overrides = TopicOverrides(broker)
+    overrides = Overrides(broker)
 
     def alter_one(resource) -> None:
         _check_request_shape(resource, lambda config: config.config_operation == OpType.DELETE)
@@ -522,7 +550,7 @@ async def incremental_alter_configs(broker: Broker, header, request):
             if op.config_operation not in set(OpType):
                 raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op.config_operation}")
         if resource.resource_type == BROKER:
-            _alter_broker(broker, resource.resource_name,
+            _alter_broker(broker, overrides, resource.resource_name,
                           lambda current: _apply_broker_ops(broker.config, current, resource.configs),
                           request.validate_only)
         elif resource.resource_type == TOPIC:

@@ -42,7 +42,7 @@ class MemoryStore:
         self.states: dict[tuple[str, int], tuple[PartitionState, int]] = {}  # state without version, version
         self.topics: dict[str, tuple[TopicAssignment, int]] = {}
         self.deletion_marks: set[str] = set()
-        self.reassignment: dict[tuple[str, int], tuple[int, ...]] = {}  # /admin/reassign_partitions
+        self.reassignment: dict[tuple[str, int], tuple[int, ...]] | None = None  # /admin/reassign_partitions
 
     # ---- reads
 
@@ -102,8 +102,8 @@ class MemoryStore:
         self._fence(controller_zk_version)
         self.deletion_marks.difference_update(topics)
 
-    def partition_reassignment(self) -> dict[tuple[str, int], tuple[int, ...]]:
-        return dict(self.reassignment)
+    def partition_reassignment(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        return None if self.reassignment is None else dict(self.reassignment)
 
     def set_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]],
                                    controller_zk_version: int) -> None:
@@ -112,7 +112,7 @@ class MemoryStore:
 
     def delete_partition_reassignment(self, controller_zk_version: int) -> None:
         self._fence(controller_zk_version)
-        self.reassignment = {}
+        self.reassignment = None
 
     # ---- what others write (admin tools, partition leaders)
 

@@ -16,6 +16,7 @@ the znode when its move completes, cannot start, or is replaced through the API,
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -40,6 +41,7 @@ from kbroker.cluster.model import PartitionState, ReplicaAssignment, TopicAssign
 from kbroker.cluster.partition_state_machine import REASSIGN
 from wire.errors import ErrorCode
 
+log = logging.getLogger(__name__)
 ApiError = tuple[ErrorCode, str | None]  # an error code and Kafka's message for it
 NONE_ERROR: ApiError = (ErrorCode.NONE, None)
 
@@ -68,9 +70,9 @@ def on_partition_reassignment(core: ControllerCore, tp: TopicPartition, reassign
     _move_leader_if_required(core, tp, completed)                                    # B3
     _stop_removed_replicas(core, tp, reassignment.removing)                          # B4, B5
     _write_assignment(core, tp, completed)                                           # B6
-    if tp in core.context.partitions_being_reassigned:                               # B7
-        maybe_remove_from_zk_reassignment(core, lambda t, replicas: t == tp and replicas == completed.replicas)
-        core.context.partitions_being_reassigned.discard(tp)
+    # B7 (always in progress here: phase U added it)
+    _remove_from_zk_reassignment_or_log(core, lambda t, replicas: t == tp and replicas == completed.replicas)
+    core.context.partitions_being_reassigned.discard(tp)
     core.send_update_metadata_to_all([tp])                                           # B8
     core.topic_deletion.resume_deletion_for_topics([tp.topic])
 
@@ -99,34 +101,47 @@ def initialize_partition_reassignments(core: ControllerCore) -> None:
 
 @event
 def process_zk_partition_reassignment(core: ControllerCore) -> set[TopicPartition]:
-    """/admin/reassign_partitions was created: start every partition it lists (Kafka does not validate these
-    replicas as it does the API's) and drop from it those that could not start. Returns the started ones."""
+    """/admin/reassign_partitions was created (or is found by a new controller): start every partition it lists
+    (Kafka does not validate these replicas as it does the API's) and drop from it those that could not start.
+    Returns the started ones."""
     if not core.active:
         return set()
     to_reassign = {}
-    for (topic, partition), target in sorted(core.store.partition_reassignment().items()):
+    for (topic, partition), target in sorted((core.store.partition_reassignment() or {}).items()):
         tp = TopicPartition(topic, partition)
         to_reassign[tp] = reassign_to(core.context.partition_full_replica_assignment(tp), target)
     results = _trigger_reassignments(core, to_reassign)
     failed = {tp for tp, (error, _) in results.items() if error != ErrorCode.NONE}
     if failed:
-        maybe_remove_from_zk_reassignment(core, lambda tp, _: tp in failed)
+        _remove_from_zk_reassignment_or_log(core, lambda tp, _: tp in failed)
     return set(to_reassign) - failed
 
 
 def maybe_remove_from_zk_reassignment(core: ControllerCore,
                                       should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
-    """Take partitions out of /admin/reassign_partitions, deleting it when none is left (a later one is then
-    noticed as a new creation)."""
+    """Take partitions out of /admin/reassign_partitions (rewritten whenever some remain, as Kafka does), deleting
+    it when none is left; the next one is then seen by the creation watch (Kafka re-queues its event instead)."""
     pending = core.store.partition_reassignment()
-    if not pending:
+    if pending is None:
         return
     remaining = {tp: replicas for tp, replicas in pending.items()
                  if not should_remove(TopicPartition(*tp), tuple(replicas))}
-    if not remaining:
-        core.store.delete_partition_reassignment(core.context.epoch_zk_version)
-    elif len(remaining) < len(pending):
+    if remaining:
         core.store.set_partition_reassignment(remaining, core.context.epoch_zk_version)
+    else:
+        core.store.delete_partition_reassignment(core.context.epoch_zk_version)
+
+
+def _remove_from_zk_reassignment_or_log(core: ControllerCore,
+                                        should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
+    """The znode's bookkeeping must not undo the event it follows (the moves already started, an ISR already
+    written): a failure other than losing the controllership is logged, as Kafka's event loop logs it."""
+    try:
+        maybe_remove_from_zk_reassignment(core, should_remove)
+    except ControllerMovedError:
+        raise
+    except Exception:
+        log.exception("cannot update %s", "/admin/reassign_partitions")
 
 
 @event

@@ -84,9 +84,9 @@ class ControllerStore(PartitionStateStore, Protocol):
         """Drop /admin/delete_topics marks the controller will not act on (unknown topics, deletion disabled)."""
         ...
 
-    def partition_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]]:
-        """/admin/reassign_partitions: the target replicas of each partition submitted through ZooKeeper (empty
-        when there is none)."""
+    def partition_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]] | None:
+        """/admin/reassign_partitions: the target replicas of each partition submitted through ZooKeeper; None
+        without the znode, empty for one that lists nothing (or cannot be read)."""
         ...
 
     def set_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]],
@@ -151,7 +151,7 @@ class RecordingStore:
         for topic in topics:
             self.writes.append(StoreWrite("delete_topic_deletions", topic))
 
-    def partition_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]]:
+    def partition_reassignment(self) -> Mapping[tuple[str, int], tuple[int, ...]] | None:
         return self.store.partition_reassignment()
 
     def set_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]],

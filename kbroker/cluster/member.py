@@ -37,6 +37,7 @@ from kbroker.cluster.producer_ids import ProducerIdManager
 from kbroker.cluster.zk import ZkClient
 from kbroker.config import BrokerConfig, build
 from kbroker.coordinator.offsets import OFFSETS_TOPIC
+from kbroker.dynamic_config import DEFAULT_ENTITY
 from kbroker.log.checkpoints import read_meta_properties
 from kbroker.log.errors import LogDirOfflineError
 from wire.errors import ErrorCode
@@ -189,7 +190,9 @@ class ClusterMember:
     async def start_config_listener(self) -> None:
         """Kafka's ZkConfigManager for topics: the topics hosted here take their ZooKeeper overrides (changed while
         this broker was down, perhaps), then every /config/changes notification naming a topic makes its overrides
-        be read again and applied. Notifications older than 15 minutes are deleted, as Kafka's brokers do."""
+        be read again and applied; the same for this broker's dynamic configs (/config/brokers/<id> and
+        /config/brokers/<default>, first read by `load_broker_configs`). Notifications older than 15 minutes are
+        deleted, as Kafka's brokers do."""
         for name in list(self.broker.topics):
             await self._reload_topic_configs(name)
         loop = asyncio.get_running_loop()
@@ -208,6 +211,8 @@ class ClusterMember:
                     kind, _, name = entity_path.partition("/")
                     if kind == "topics" and name in self.broker.topics:
                         await self._reload_topic_configs(name)
+                    elif kind == "brokers" and name in (str(self.broker_id), DEFAULT_ENTITY):
+                        await self.load_broker_configs()
                 self._last_config_change = child
             expired_before = time.time() * 1000 - CONFIG_CHANGE_EXPIRATION_MS
             expired = [c for c, created in self._config_change_times.items() if created < expired_before]
@@ -215,6 +220,15 @@ class ClusterMember:
                 del self._config_change_times[child]
                 with contextlib.suppress(Exception):  # another broker may have deleted it first
                     await asyncio.to_thread(self.zk.delete_config_changes, [child])
+
+    async def load_broker_configs(self) -> None:
+        """This broker's dynamic configs from ZooKeeper (Kafka reads them before it serves anything)."""
+        try:
+            cluster_default = await asyncio.to_thread(self.zk.entity_config, "brokers", DEFAULT_ENTITY)
+            this_broker = await asyncio.to_thread(self.zk.entity_config, "brokers", str(self.broker_id))
+            self.broker.apply_dynamic_configs(cluster_default, this_broker)
+        except Exception:
+            log.exception("cannot apply the dynamic configs of broker %d", self.broker_id)
 
     async def _reload_topic_configs(self, name: str) -> None:
         try:

@@ -847,7 +847,8 @@ class ZkClient:
         """Whether /admin/reassign_partitions exists now, then True on each creation of it, until `callback`
         returns False. As Kafka's handler, neither its rewrites (the controller's own) nor its deletion are
         reported; a creation is told by the znode's creation zxid, so a delete and create seen as one change
-        still counts."""
+        still counts. (Kafka's one-shot watch, re-armed only when its controller looks, can miss a creation
+        this one reports; and the controller re-creating the znode deleted under its rewrite counts too.)"""
         created: list[int | None] = [None]
         first = [True]
 
@@ -865,11 +866,19 @@ class ZkClient:
         False."""
         self._watch_znode(PREFERRED_REPLICA_ELECTION, callback)
 
-    def partition_reassignment(self) -> dict[tuple[str, int], tuple[int, ...]]:
-        """The legacy /admin/reassign_partitions (version 1): target replicas per partition."""
+    def partition_reassignment(self) -> dict[tuple[str, int], tuple[int, ...]] | None:
+        """The legacy /admin/reassign_partitions (version 1): target replicas per partition; None without the
+        znode. As Kafka's getPartitionReassignment, one that cannot be read counts as empty (and is logged)."""
         found = self.get(REASSIGN_PARTITIONS)
-        body = _parse(found[0]) if found else None
-        return {(p["topic"], int(p["partition"])): tuple(p["replicas"]) for p in (body or {}).get("partitions", [])}
+        if found is None:
+            return None
+        try:
+            body = _parse(found[0]) or {}
+            return {(p["topic"], int(p["partition"])): tuple(int(r) for r in p["replicas"])
+                    for p in body.get("partitions", [])}
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            log.warning("ignoring the partition reassignment in %s, not Kafka's JSON: %r", REASSIGN_PARTITIONS, error)
+            return {}
 
     def create_partition_reassignment(self, targets: Mapping[tuple[str, int], Sequence[int]]) -> bool:
         """What kafka-reassign-partitions --zookeeper writes; False if a reassignment is already pending."""

@@ -28,6 +28,7 @@ from kbroker.cluster.model import (
     BrokerRegistration,
     EndPoint,
     LeaderAndIsr,
+    PartitionState,
     ReplicaAssignment,
     TopicAssignment,
 )
@@ -372,11 +373,22 @@ def test_zk_reassignment_znode_is_deleted_with_its_last_partition() -> None:
     c.store.reassignment = {("t", 0): (1, 2, 3)}
     process_zk_partition_reassignment(c.core)
     complete_reassignment_of_t0(c, (1, 2, 3), partition_epoch=1)
-    assert c.store.reassignment == {}
+    assert c.store.reassignment is None
     assert c.store.assignment("t").partitions[0] == ReplicaAssignment((1, 2, 3))
 
 
-def test_zk_reassignment_of_an_unknown_partition_leaves_the_znode_and_the_others_start() -> None:
+def test_an_empty_or_unreadable_zk_reassignment_starts_nothing_and_goes_when_a_reassignment_completes() -> None:
+    # getPartitionReassignment reads it as empty; maybeRemoveFromZkReassignment deletes it once nothing remains
+    c = cluster(topics={"t": {0: (1, 2)}})
+    c.store.reassignment = {}
+    assert process_zk_partition_reassignment(c.core).result == set()
+    assert c.store.reassignment == {}
+    process_api_partition_reassignment(c.core, {T0: (1, 2, 3)})
+    complete_reassignment_of_t0(c, (1, 2, 3), partition_epoch=1)
+    assert c.store.reassignment is None
+
+
+def test_zk_reassignment_of_an_unknown_partition_is_removed_from_the_znode_and_the_others_start() -> None:
     # maybeTriggerPartitionReassignment's UNKNOWN_TOPIC_OR_PARTITION, removed from the znode (no replica validation)
     c = cluster(topics={"t": {0: (1, 2)}})
     c.store.reassignment = {("t", 0): (2, 3), ("gone", 0): (1, 2)}
@@ -408,6 +420,18 @@ def test_a_new_controller_starts_reassignments_submitted_through_zookeeper_while
     assert store.assignment("t").partitions[0] == ReplicaAssignment((2, 3, 1), adding=(3,), removing=(1,))
     assert core.context.partitions_being_reassigned == {T0}
     assert store.reassignment == {("t", 0): (2, 3)}
+
+
+def test_a_new_controller_starts_a_partition_listed_in_zookeeper_and_already_moving_only_once() -> None:
+    # initializePartitionReassignments: maybeResumeReassignments skips what processZkPartitionReassignment started
+    store = MemoryStore(EPOCH_ZK_VERSION)
+    store.create_topic(TopicAssignment("t", topic_id("t"), {0: ReplicaAssignment((2, 3, 1), (3,), (1,))}))
+    store.create_partition_states("t", {0: PartitionState(LeaderAndIsr(1, 1, (1, 2)), EPOCH)}, EPOCH_ZK_VERSION)
+    store.reassignment = {("t", 0): (2, 3)}
+    core = ControllerCore(ControllerConfig(controller_id=1), store, clock=lambda: 1000.0)
+    events.process_controller_failover(core, EPOCH, EPOCH_ZK_VERSION, [broker(b) for b in (1, 2, 3)],
+                                       [store.assignment("t")])
+    assert store.state("t", 0).leader_and_isr.leader_epoch == 2  # one epoch bump (phase A), not two
 
 
 # ---------------------------------------------------------------------------------------------- deletion

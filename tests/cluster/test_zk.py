@@ -365,6 +365,11 @@ def test_partition_reassignment_znode_is_kafkas_version_1_json(zk):
         "version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3]}]}
     assert zk.partition_reassignment() == {("t", 0): (2, 3)}
     zk.delete_partition_reassignment()
+    assert zk.partition_reassignment() is None
+
+
+def test_a_partition_reassignment_znode_that_is_not_kafkas_json_reads_as_empty(zk):
+    zk.kazoo.create("/admin/reassign_partitions", b'{"version":1,"partitions":[{"topic":"t"}]}', makepath=True)
     assert zk.partition_reassignment() == {}
 
 

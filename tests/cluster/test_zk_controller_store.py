@@ -208,6 +208,11 @@ def test_reassignment_watch_reports_each_creation_but_not_rewrites_or_deletion(z
     zk.delete_partition_reassignment(epoch.zk_version)
     zk.create_partition_reassignment({("t", 1): (1, 2)})
     assert seen.get(timeout=WAIT) is True
+    # a barrier: the session's watch callbacks run in order, so once a later change's has run, all before it have
+    barrier: queue.Queue[bool] = queue.Queue()
+    zk.watch_preferred_replica_election(barrier.put)
+    zk.create_preferred_replica_election([("t", 0)])
+    assert barrier.get(timeout=WAIT) is False and barrier.get(timeout=WAIT) is True
     assert seen.empty()
 
 
