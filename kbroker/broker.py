@@ -206,13 +206,23 @@ class Broker:
         return reconfigured(self.config, self.config.dynamic_default if own else configs,
                             configs if own else self.config.dynamic_broker, self._check_log_configs)
 
-    def apply_dynamic_configs(self, cluster_default: dict[str, str], this_broker: dict[str, str]) -> None:
-        """Put in effect the dynamic configs a cluster keeps in ZooKeeper (read at start and on every change
-        notification for this broker or the default); as Kafka, those that cannot apply are logged and ignored."""
+    def apply_dynamic_configs(self, cluster_default: dict[str, str], this_broker: dict[str, str],
+                              at_start: bool = False) -> None:
+        """Put in effect the dynamic configs a cluster keeps in ZooKeeper, read `at_start` (taken as a single node
+        takes its file: each config that cannot apply alone is logged and ignored) or on a change notification for
+        this broker or the default (then refused as a whole, DynamicConfigError, if Kafka's reconfiguration
+        checks refuse it)."""
         cluster_default = usable(cluster_default, False, "default cluster")
         this_broker = usable(this_broker, True, "broker")
-        if (cluster_default, this_broker) != (dict(self.config.dynamic_default), dict(self.config.dynamic_broker)):
-            self._put_in_effect(reconfigured(self.config, cluster_default, this_broker, self._check_log_configs))
+        if (cluster_default, this_broker) == (dict(self.config.dynamic_default), dict(self.config.dynamic_broker)):
+            return
+        if at_start:
+            try:
+                self._put_in_effect(self.config.with_dynamic(cluster_default, this_broker))
+            except ConfigError as error:
+                logger.error("Dynamic broker configs could not be applied: %s", error)
+            return
+        self._put_in_effect(reconfigured(self.config, cluster_default, this_broker, self._check_log_configs))
 
     def _put_in_effect(self, new: BrokerConfig) -> None:
         old, self.config = self.config, new

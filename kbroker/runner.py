@@ -85,7 +85,7 @@ class RunningBroker:
         self.broker = Broker(self.config)
         if self.member is not None:
             self.member.attach(self.broker)
-            await self.member.load_broker_configs()
+            await self.member.load_broker_configs(at_start=True)
         self.broker.on_log_dir_failure = self._on_log_dir_failure
         self.broker.coordinator.start()  # replays __consumer_offsets before the first client arrives
         # group commit: the connections flush staged offset commits before they send any answer (a cluster's

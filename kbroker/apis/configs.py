@@ -203,19 +203,21 @@ def topic_entries(broker: Broker, overrides: Mapping[str, str | None]) -> list[E
     return entries
 
 
-# --- where topic overrides live ------------------------------------------------------------
+# --- where topic overrides and dynamic broker configs live ------------------------------------------------------------
 
 
 class Overrides:
     """Topic overrides and dynamic broker configs: the broker's own on a single node. A cluster keeps them in
     ZooKeeper (/config/topics/<t>, /config/brokers/<id> and /config/brokers/<default>, as Kafka 3.9): `load`
-    reads the overrides of a request's topics before it is handled, `save` writes the changed entities after
-    (each with the /config/changes notification every broker applies, this one too)."""
+    reads the request's entities before it is handled, `save` writes the changed ones after, each with a
+    /config/changes notification that the brokers concerned apply (this one too): a topic's every broker hosting it,
+    a broker id that broker, the default every broker."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.member = getattr(broker, "cluster", None)
         self._read: dict[str, dict[str, str] | None] = {}
+        self._brokers: dict[str, dict[str, str]] = {}  # broker entity -> its configs in ZooKeeper
         self._changed: dict[tuple[int, str], dict[str, str]] = {}  # (resource type, name) -> the new configs
 
     async def load(self, resources: Iterable) -> None:
@@ -227,6 +229,19 @@ class Overrides:
                 known = not topic_name_problem(name) and self.member.metadata.contains(name)
                 self._read[name] = await asyncio.to_thread(self.member.zk.entity_config, "topics", name) \
                     if known else None
+            elif resource.resource_type == BROKER:
+                entity = DEFAULT_ENTITY if not name else str(self.broker.node_id)
+                if entity not in self._brokers:
+                    self._brokers[entity] = await asyncio.to_thread(self.member.zk.entity_config, "brokers", entity)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic configs of broker `entity` (its id, or DEFAULT_ENTITY) a change starts from: in a cluster as
+        ZooKeeper has them (Kafka's fetchEntityConfig: a change made meanwhile through another broker, or not yet
+        applied here, is kept), else as in effect."""
+        if self.member is not None:
+            return dict(self._brokers.get(entity, {}))
+        config = self.broker.config
+        return dict(config.dynamic_default if entity == DEFAULT_ENTITY else config.dynamic_broker)
 
     def get(self, name: str) -> dict[str, str] | None:
         """The topic's overrides; None when there is no such topic."""
@@ -246,8 +261,8 @@ class Overrides:
         self._changed[(BROKER, entity)] = configs
 
     async def save(self) -> set[tuple[int, str]]:
-        """Write the changed entities to ZooKeeper; those whose write failed. Every broker concerned, this one too,
-        applies a change from its notification, in the order ZooKeeper gave the notifications."""
+        """Write the changed entities to ZooKeeper; those whose write failed. The brokers concerned, this one too,
+        apply a change from its notification, in the order ZooKeeper gave the notifications."""
         failed = set()
         for (resource_type, name), configs in self._changed.items():
             entity_type = "topics" if resource_type == TOPIC else "brokers"
@@ -389,11 +404,10 @@ def _alter_broker(broker: Broker, overrides: Overrides, name: str, change: Calla
         if node_id != broker.node_id:
             raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
                                      f"Unexpected broker id, expected {broker.node_id}, but received {name}")
-    current = broker.config.dynamic_broker if name else broker.config.dynamic_default
+    entity = str(broker.node_id) if name else DEFAULT_ENTITY
     try:
-        new = change(dict(current))
+        new = change(overrides.broker_configs(entity))
         validate_configs(new, per_broker=bool(name))
-        entity = str(broker.node_id) if name else DEFAULT_ENTITY
         if overrides.member is None:
             broker.change_dynamic_configs(entity, new, validate_only)
             return
@@ -408,12 +422,10 @@ def _alter_broker(broker: Broker, overrides: Overrides, name: str, change: Calla
 def _check_storable_in_zookeeper(name: str, configs: dict[str, str]) -> None:
     """Kafka 3.9 writes password configs to ZooKeeper only encrypted with password.encoder.secret, which kbroker
     does not implement: refused as Kafka refuses them without that secret (DynamicBrokerConfig.toPersistentProps)."""
-    passwords = [n for n in configs if config_kind(n) == "PASSWORD"]
-    if passwords:
-        reason = "Password config can be defined only at broker level" if not name else \
-            "Password encoder secret not configured"
-        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
-                                                           f"ConfigResource(type=BROKER, name='{name}'): {reason}")
+    if any(config_kind(n) == "PASSWORD" for n in configs):  # only per broker: validate_configs refused the default
+        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource ConfigResource("
+                                                           f"type=BROKER, name='{name}'): Password encoder secret "
+                                                           "not configured")
 
 
 def _alter_topic(overrides: Overrides, name: str, change: Callable[[dict[str, str]], dict[str, str]],

@@ -185,14 +185,14 @@ class ClusterMember:
         self.broker.controller = self.controller
         await self.controller.start()
 
-    # --- topic configs: /config/changes ------------------------------------------------
+    # --- topic and broker configs: /config/changes ------------------------------------------------
 
     async def start_config_listener(self) -> None:
-        """Kafka's ZkConfigManager for topics: the topics hosted here take their ZooKeeper overrides (changed while
-        this broker was down, perhaps), then every /config/changes notification naming a topic makes its overrides
-        be read again and applied; the same for this broker's dynamic configs (/config/brokers/<id> and
-        /config/brokers/<default>, first read by `load_broker_configs`). Notifications older than 15 minutes are
-        deleted, as Kafka's brokers do."""
+        """Kafka's ZkConfigManager for topics and brokers: the topics hosted here take their ZooKeeper overrides
+        (changed while this broker was down, perhaps), then every /config/changes notification naming a topic makes
+        its overrides be read again and applied; the same for this broker's dynamic configs (/config/brokers/<id>
+        and /config/brokers/<default>, first read by `load_broker_configs`). Notifications older than 15 minutes
+        are deleted, as Kafka's brokers do."""
         for name in list(self.broker.topics):
             await self._reload_topic_configs(name)
         loop = asyncio.get_running_loop()
@@ -221,13 +221,16 @@ class ClusterMember:
                 with contextlib.suppress(Exception):  # another broker may have deleted it first
                     await asyncio.to_thread(self.zk.delete_config_changes, [child])
 
-    async def load_broker_configs(self) -> None:
-        """This broker's dynamic configs from ZooKeeper (Kafka reads them before it serves anything)."""
+    async def load_broker_configs(self, at_start: bool = False) -> None:
+        """This broker's dynamic configs as ZooKeeper has them: `at_start` (Kafka reads them before it serves
+        anything; a ZooKeeper failure then stops the start), or after a change notification (a failure is logged)."""
         try:
             cluster_default = await asyncio.to_thread(self.zk.entity_config, "brokers", DEFAULT_ENTITY)
             this_broker = await asyncio.to_thread(self.zk.entity_config, "brokers", str(self.broker_id))
-            self.broker.apply_dynamic_configs(cluster_default, this_broker)
+            self.broker.apply_dynamic_configs(cluster_default, this_broker, at_start)
         except Exception:
+            if at_start:
+                raise
             log.exception("cannot apply the dynamic configs of broker %d", self.broker_id)
 
     async def _reload_topic_configs(self, name: str) -> None:
