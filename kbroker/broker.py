@@ -127,6 +127,17 @@ class FetchWaiters:
             self.wake(topic, partition)
 
 
+def _layered_or_static(static: BrokerConfig, cluster_default: dict[str, str],
+                       this_broker: dict[str, str]) -> BrokerConfig:
+    """The static config under stored dynamic configs (each already usable alone), or alone if together they
+    cannot apply (logged, as Kafka does)."""
+    try:
+        return static.with_dynamic(cluster_default, this_broker)
+    except ConfigError as error:
+        logger.error("Dynamic broker configs could not be applied: %s", error)
+        return static.with_dynamic({}, {})
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.node_id = config.broker_id
@@ -184,11 +195,7 @@ class Broker:
             return static.with_dynamic({}, {})
         cluster_default = usable(self.dynamic_configs.get(DEFAULT_ENTITY), False, "default cluster")
         this_broker = usable(self.dynamic_configs.get(str(self.node_id)), True, "broker")
-        try:
-            return static.with_dynamic(cluster_default, this_broker)
-        except ConfigError as error:
-            logger.error("Dynamic broker configs could not be applied: %s", error)
-            return static.with_dynamic({}, {})
+        return _layered_or_static(static, cluster_default, this_broker)
 
     def change_dynamic_configs(self, entity: str, configs: dict[str, str], validate_only: bool = False) -> None:
         """Replace the dynamic configs of this broker (`entity` its id) or of the cluster default
@@ -217,12 +224,9 @@ class Broker:
         if (cluster_default, this_broker) == (dict(self.config.dynamic_default), dict(self.config.dynamic_broker)):
             return
         if at_start:
-            try:
-                self._put_in_effect(self.config.with_dynamic(cluster_default, this_broker))
-            except ConfigError as error:
-                logger.error("Dynamic broker configs could not be applied: %s", error)
-            return
-        self._put_in_effect(reconfigured(self.config, cluster_default, this_broker, self._check_log_configs))
+            self._put_in_effect(_layered_or_static(self.config, cluster_default, this_broker))
+        else:
+            self._put_in_effect(reconfigured(self.config, cluster_default, this_broker, self._check_log_configs))
 
     def _put_in_effect(self, new: BrokerConfig) -> None:
         old, self.config = self.config, new

@@ -203,7 +203,7 @@ def topic_entries(broker: Broker, overrides: Mapping[str, str | None]) -> list[E
     return entries
 
 
-# --- where topic overrides and dynamic broker configs live ------------------------------------------------------------
+# --- where topic overrides and dynamic broker configs live ---------------------------------------
 
 
 class Overrides:
