@@ -30,8 +30,9 @@ def node(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     started.start()
     try:
         deadline = time.monotonic() + 60
-        while not started.is_active():
-            assert time.monotonic() < deadline, "kbroker did not become the controller"
+        # placement counts the brokers the controller's UpdateMetadata told this broker of, as Kafka's metadata cache
+        while not (started.is_active() and started.running.member.metadata.alive_brokers()):
+            assert time.monotonic() < deadline, "kbroker did not become the controller and learn of itself"
             time.sleep(0.1)
         yield started
     finally:
