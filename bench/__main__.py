@@ -42,7 +42,8 @@ from bench.suites._common import exit_on_sigterm
 REPO = Path(__file__).resolve().parent.parent
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DOCS = REPO / "docs" / "performance.md"
-ORDER = ["limits", "wire", "produce", "perftest", "consume", "latency", "scale", "recovery", "groups", "cluster"]
+ORDER = ["limits", "wire", "produce", "perftest", "consume", "latency", "scale", "recovery", "groups", "transactions",
+         "cluster"]
 DEFAULT_BUDGET = (90, 1800)  # seconds (quick, full) for a suite that does not say
 GRACE_S = 30  # past its budget a suite gets this long to wind down before it is interrupted
 

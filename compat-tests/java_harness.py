@@ -28,6 +28,7 @@ JAVA_DIR = Path(__file__).parent / "java"
 HARNESS_SOURCES = (JAVA_DIR / "KafkaHarness.java", JAVA_DIR / "ConsumerGroupHarness.java")
 # harnesses that need kafka-clients 4.x (compile_harness's `extra`): SubscriptionPattern appeared in 4.0
 SUBSCRIPTION_HARNESS = JAVA_DIR / "SubscriptionHarness.java"
+TRANSACTION_HARNESS = JAVA_DIR / "TransactionHarness.java"  # transactional producers, read_committed consumers
 GENERATIONS = {"3.9": "clients-3.9", "4": "clients-4"}  # the last ZooKeeper-era line, and the newest
 NEWEST = "4"
 T = TypeVar("T")
@@ -67,9 +68,9 @@ class JavaHarness:
     def command(self, main: str, *args: object) -> list[str]:
         return [self.java, *JVM_OPTIONS, "-cp", self.classpath, main, *map(str, args)]
 
-    def run(self, *args: object, timeout: float = 60) -> list[dict]:
-        """One KafkaHarness JVM; its JSON lines, or HarnessError when it exits non-zero."""
-        done = subprocess.run(self.command("KafkaHarness", *args), capture_output=True, text=True,
+    def run(self, *args: object, timeout: float = 60, main: str = "KafkaHarness") -> list[dict]:
+        """One JVM of the `main` harness; its JSON lines, or HarnessError when it exits non-zero."""
+        done = subprocess.run(self.command(main, *args), capture_output=True, text=True,
                               timeout=timeout, check=False)
         lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0:

@@ -5,7 +5,7 @@ A kbroker of this module's own (it needs the data directory) takes records from 
 with keys and headers, an idempotent producer (so a .snapshot holds its state), a compacted topic its cleaner
 has rewritten, and committed offsets; it is stopped cleanly, and Kafka's tool reads every .log, .index,
 .timeindex and .snapshot file: each batch valid and at the right offsets, every index entry pointing at the
-right batch, the producer state and the offset commits decoded.
+right batch, the producer state, the offset commits and the transaction coordinator's state decoded.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # partition i of TOPIC is wr
 TOPIC = "codecs"
 COMPACTED = "compacted"
 GROUP = "dump-group"
+TRANSACTIONAL_ID, TRANSACTIONAL_TOPIC = "dump-txn", "transactional"
 RECORDS = 400  # per codec, in several batches
 KEYS, ROUNDS = 10, 30  # the compacted topic: every key written ROUNDS times
 TIMEOUT = 30
@@ -69,6 +70,15 @@ def commit_offsets(bootstrap: str) -> None:
         consumer.close()
 
 
+def commit_transaction(bootstrap: str) -> None:
+    """One committed transaction: __transaction_state holds TRANSACTIONAL_ID's state."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    producer.produce(TRANSACTIONAL_TOPIC, b"in-a-transaction", partition=0)
+    producer.commit_transaction(TIMEOUT)
+
+
 def compacted_count(bootstrap: str) -> int:
     """Records a consumer reads from the compacted topic (fewer than written once the cleaner has run)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "counter", "enable.partition.eof": True,
@@ -95,6 +105,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         produce_codecs(broker.bootstrap)
         produce_compacted(broker.bootstrap)
         commit_offsets(broker.bootstrap)
+        settle.create_topic(broker.bootstrap, TRANSACTIONAL_TOPIC, 1)
+        commit_transaction(broker.bootstrap)
         cleaned = settle.eventually(lambda: compacted_count(broker.bootstrap), lambda count: count < KEYS * ROUNDS)
         assert cleaned < KEYS * ROUNDS, "the log cleaner never compacted the topic"
     finally:
@@ -180,3 +192,17 @@ def test_committed_offsets_decode_with_kafkas_offsets_decoder(data_dir: Path) ->
         if key_data.get("group") == GROUP and "topic" in key_data:
             commits[key_data["partition"]] = json.loads(payload)["data"]["offset"]
     assert commits == {partition: 100 + partition for partition in range(len(CODECS))}
+
+
+def test_transaction_state_decodes_with_kafkas_transaction_log_decoder(data_dir: Path) -> None:
+    """--transaction-log-decoder reads kbroker's __transaction_state records as Kafka's own: the transactional id
+    through Empty, Ongoing with its partition, PrepareCommit and CompleteCommit."""
+    logs = [log for log in sorted(data_dir.glob("__transaction_state-*/*.log")) if log.stat().st_size]
+    output = dump(*logs, options=("--transaction-log-decoder",))
+    states = []
+    for key, payload in re.findall(r" key: (\{.*?\}) payload: (\{.*\})$", output, re.MULTILINE):
+        if json.loads(key)["data"].get("transactionalId") == TRANSACTIONAL_ID:
+            data = json.loads(payload)["data"]
+            states.append((data["transactionStatus"], data["transactionPartitions"]))
+    in_it = [{"topic": TRANSACTIONAL_TOPIC, "partitionIds": [0]}]
+    assert states == [("Empty", None), ("Ongoing", in_it), ("PrepareCommit", in_it), ("CompleteCommit", [])]

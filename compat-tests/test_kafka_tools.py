@@ -1,7 +1,8 @@
 """Apache Kafka's own command-line tools against the broker under test: the 4.x tools (Kafka 4.4.0, the
 kafka-4 set of compat-tests/java/pom.xml), run by their main classes (`java -cp ... org.apache.kafka.tools.X`),
 as kafka-topics.sh, kafka-configs.sh, kafka-consumer-groups.sh, kafka-console-producer/consumer.sh,
-kafka-get-offsets.sh, kafka-delete-records.sh, kafka-log-dirs.sh and the perf-test scripts would.
+kafka-get-offsets.sh, kafka-delete-records.sh, kafka-log-dirs.sh, kafka-transactions.sh and the perf-test
+scripts would.
 
 Each test parses what the tool printed and checks real values (partition counts, offsets, lag), so the same
 assertions hold on kbroker and on Apache Kafka (`--target kafka`).
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import kafka_tools
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 import group_clients
@@ -241,3 +242,52 @@ def test_producer_and_consumer_perf_tests_move_every_record(bootstrap: str, topi
     consumed = tool("ConsumerPerformance", bootstrap, "--topic", topic_name, "--num-records", 2000, "--timeout", 30000)
     header, values = (line.split(", ") for line in consumed.strip().splitlines()[-2:])
     assert dict(zip(header, values, strict=True))["data.consumed.in.nMsg"] == "2000"
+
+
+def _open_transaction(bootstrap: str, topic: str, transactional_id: str) -> Producer:
+    """A transactional producer with one record of `topic`-0 in a transaction left open."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "log_level": 0})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    return producer
+
+
+def _table(output: str) -> list[dict[str, str]]:
+    """The rows of a kafka-transactions table, by column name (columns are separated by runs of spaces)."""
+    header, *rows = [line for line in output.splitlines() if line.strip()]
+    names = header.split()
+    return [dict(zip(names, re.split(r"\s{2,}|\t", row.strip()), strict=False)) for row in rows]
+
+
+@pytest.mark.scenario("Transactions: kafka-transactions list, describe, abort")
+def test_transactions_command_lists_and_describes_an_open_transaction(bootstrap: str, new_topic: str) -> None:
+    transactional_id = f"tool-{new_topic}"
+    producer = _open_transaction(bootstrap, new_topic, transactional_id)
+    try:
+        listed = [row for row in _table(tool("TransactionsCommand", bootstrap, "list"))
+                  if row.get("TransactionalId") == transactional_id]
+        assert [row["TransactionState"] for row in listed] == ["Ongoing"]
+        (described,) = _table(tool("TransactionsCommand", bootstrap, "describe", "--transactional-id",
+                                   transactional_id))
+        assert (described["TransactionState"], described["TopicPartitions"]) == ("Ongoing", f"{new_topic}-0")
+    finally:
+        producer.abort_transaction(TIMEOUT)
+
+
+@pytest.mark.scenario("Transactions: kafka-transactions list, describe, abort")
+def test_transactions_command_aborts_an_open_transaction_on_its_partition(bootstrap: str, new_topic: str) -> None:
+    """kafka-transactions abort writes an ABORT marker straight to the partition's leader (WriteTxnMarkers), found
+    from DescribeProducers by the transaction's start offset: the last stable offset then passes it."""
+    producer = _open_transaction(bootstrap, new_topic, f"tool-{new_topic}")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tool-{new_topic}",
+                         "isolation.level": "read_committed"})
+    try:
+        tool("TransactionsCommand", bootstrap, "abort", "--topic", new_topic, "--partition", 0, "--start-offset", 0)
+        low_high = eventually(lambda: consumer.get_watermark_offsets(TopicPartition(new_topic, 0), timeout=TIMEOUT),
+                              lambda marks: marks[1] == 2)
+        assert low_high == (0, 2)  # the record and its marker: nothing left open
+    finally:
+        consumer.close()
+        producer.abort_transaction(TIMEOUT)

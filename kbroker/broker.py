@@ -178,6 +178,7 @@ class Broker:
         # what Metadata hands out; the runner fills in the real port when listening on port 0
         self.advertised_listener = config.advertised_listeners[0]
         self._coordinator = None  # kbroker.coordinator.Coordinator, built on first use
+        self._transactions = None  # kbroker.coordinator.transactions.TransactionCoordinator, likewise
 
     def _adopt_logs(self, saved: list[Topic]) -> None:
         given_cluster_id = self.config["cluster.id"] or self._saved_cluster_id
@@ -455,6 +456,15 @@ class Broker:
             self._coordinator = Coordinator(self)
         return self._coordinator
 
+    @property
+    def transactions(self):
+        """The transaction coordinator, built (replaying __transaction_state) the first time it is needed."""
+        if self._transactions is None:
+            from kbroker.coordinator.transactions import TransactionCoordinator
+
+            self._transactions = TransactionCoordinator(self)
+        return self._transactions
+
     def flush_deferred_appends(self) -> bool:
         """Write what the coordinator staged (see OffsetStore.deferring); False if that failed."""
         return self._coordinator is None or self._coordinator.offsets.flush_pending()
@@ -481,6 +491,8 @@ class Broker:
         """Flush, checkpoint and mark the clean shutdown, so the next start skips recovery."""
         if self._coordinator is not None:
             self._coordinator.close()
+        if self._transactions is not None:
+            self._transactions.close()
         self.logs.close()
 
     def halt(self) -> None:
@@ -488,6 +500,8 @@ class Broker:
         next start recovers every dir."""
         if self._coordinator is not None:
             self._coordinator.close()
+        if self._transactions is not None:
+            self._transactions.close()
         self.logs.halt()
 
 

@@ -91,6 +91,8 @@ class RunningBroker:
         # group commit: the connections flush staged offset commits before they send any answer (a cluster's
         # commits wait for the ISR instead)
         self.broker.coordinator.offsets.deferring = not self.config.cluster_mode
+        if not self.config.cluster_mode:  # a cluster's transaction coordinators are still to come (issue 15)
+            self.broker.transactions.start()  # replays __transaction_state, ends what a crash left prepared
         if before_listening is not None:
             before_listening()
         quotas = ConnectionQuotas(lambda: self.broker.config)
@@ -212,6 +214,8 @@ class RunningBroker:
         self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now
         if self.broker._coordinator is not None:
             self.broker._coordinator.close()  # answer parked JoinGroup/SyncGroup requests now
+        if self.broker._transactions is not None:
+            self.broker._transactions.close()
         if self._retention is not None:
             self._retention.cancel()
         self.broker.logs.stop_cleaner()

@@ -44,7 +44,7 @@ import kafka_process  # noqa: E402  (compat-tests/, put on the path just above)
 import maven_jars  # noqa: E402
 
 TARGETS = {"kbroker": None, "kafka-4": "4", "kafka-3.9": "3.9"}  # name -> compat-tests' --kafka-version
-SUITE_TIMEOUT_S = 900   # the whole suite, per target (kbroker takes ~3.5 min, two of them transactions)
+SUITE_TIMEOUT_S = 900   # the whole suite, per target (kbroker takes ~3.5 min)
 TEST_TIMEOUT_S = 120    # one test (pytest-timeout); their own default of 300 s would let one hang eat the run
 BEGIN, END = "<!-- client-suites:begin -->", "<!-- client-suites:end -->"
 
@@ -70,8 +70,6 @@ KNOWN_GAPS = {
     ADMIN + "test_create_describe_delete_acls": "ACLs (DescribeAcls/CreateAcls/DeleteAcls): issue 16",
     ADMIN + "test_alter_replica_log_dirs": "AlterReplicaLogDirs: cluster, issue 14",
     ADMIN + "test_describe_metadata_quorum": "DescribeQuorum (KRaft quorum): cluster, issue 14",
-    PRODUCER + "test_transactional_producer_messages": "transactions: issue 15",
-    PRODUCER + "test_transactional_producer_offsets": "transactions: issue 15",
 }
 
 # Tests that fail on Kafka itself here, because this harness is not the suite's own launcher: target -> {node id:

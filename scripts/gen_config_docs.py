@@ -36,6 +36,16 @@ NOTES = {
     "log.message.format.version": "deprecated in Kafka 3, gone in 4: checked as Kafka 3.9 does, then ignored "
                                   "(records are always format v2)",
     "log.message.downconversion.enable": "deprecated in Kafka 3, gone in 4: kept and reported, no effect",
+    "transaction.state.log.num.partitions": "`__transaction_state`'s partitions when the first transactional "
+                                            "producer creates it; a transactional id lives in partition "
+                                            "abs(hash(id)) % this",
+    "transaction.state.log.min.isr": "for a cluster's `__transaction_state` (transactions run on a single node "
+                                     "so far)",
+    "transaction.max.timeout.ms": "a producer asking for a longer `transaction.timeout.ms` gets "
+                                  "INVALID_TRANSACTION_TIMEOUT",
+    "transactional.id.expiration.ms": "a transactional id idle this long with no open transaction is forgotten",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "how often transactions past their timeout "
+                                                                   "are aborted (their producer fenced)",
 }
 # dynamic configs kbroker acts on without a broker property of its own (kbroker.net.quotas reads it)
 ACTED_ON_UNLISTED = {"max.connections.per.ip.overrides"}
@@ -80,6 +90,14 @@ formats its log dir (and refuses to delete it), kbroker does not; an empty `log.
 `max.connections.per.ip.overrides`, `log.roll.ms` below 1) have kbroker's words under Kafka's error code;
 Kafka 3.9 prints refused names as `Set(...)` where Kafka 4 and kbroker print `[...]`, and still lets
 `advertised.listeners` change per broker.
+
+In a cluster (`zookeeper.connect`) they live where Kafka 3.9 keeps them: a change sent to any broker (the
+cluster default) or to the broker itself (its own configs) is written to ZooKeeper's `/config/brokers/<default>`
+or `/config/brokers/<id>` with a `/config/changes` notification, and the brokers concerned apply it from the
+notification; a broker reads both again when it starts. Password configs (SSL and SASL passwords) are always
+refused there, with the answer Kafka gives when it has no `password.encoder.secret` ("Password encoder secret
+not configured"): Kafka stores them encrypted with that secret, which kbroker does not implement, so a cluster
+takes them from server.properties only.
 """
 
 STATE = """
@@ -90,7 +108,8 @@ STATE = """
 - Topic names, ids, partition counts and topic configs: `kbroker-topics.json` at the root of
   the first log dir, replaced atomically on every change. Kafka keeps these in its metadata
   log or in ZooKeeper; a single node needs only this file.
-- Dynamic broker configs: `kbroker-broker-configs.json` beside it,
+- Dynamic broker configs (a single node; a cluster keeps them in ZooKeeper, below): `kbroker-broker-configs.json`
+  beside it,
   `{"version": 1, "configs": {"<default>": {...}, "<broker id>": {...}}}` (the keys of ZooKeeper's
   `/config/brokers/<default>` and `/config/brokers/<id>`), replaced atomically on every change and readable
   by its owner only: SSL and SASL passwords set dynamically are kept in plain text, as in Kafka's metadata

@@ -21,4 +21,5 @@ from kbroker.apis import (  # noqa: F401 - imported for their @handles registrat
     reassignments,
     topic_partitions,
     topics,
+    transactions,
 )

@@ -1,9 +1,9 @@
 """DescribeProducers (61): the active idempotent producers of partitions (kafka-transactions.sh).
 
 Answered from each partition's producer state, as Kafka's ReplicaManager.activeProducerState
-does. Transactions are not served yet, so coordinator_epoch is always -1 and
-current_txn_start_offset is whatever the log recorded (-1 unless a transactional batch opened
-one).
+does: coordinator_epoch is the one the producer's last transaction marker carried (-1 before any), and
+current_txn_start_offset the first offset of its open transaction (-1 without one), which
+`kafka-transactions.sh abort` needs to end a hanging transaction.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _producer(entry: ProducerStateEntry):
         producer_epoch=entry.producer_epoch,
         last_sequence=entry.last_seq,
         last_timestamp=entry.last_timestamp,
-        coordinator_epoch=-1,
+        coordinator_epoch=entry.coordinator_epoch,
         current_txn_start_offset=entry.current_txn_first_offset,
     )
 

@@ -5,11 +5,14 @@ Records are handed to the encoder as file slices, so the network layer can `send
 straight from the page cache.
 
 Who may read what is the partition's to say (kbroker.cluster.partition): a consumer reads up to
-the high watermark, a follower (replica_id >= 0) up to the log end, and its fetch offset is its
-log end offset, which may move the high watermark. Only the leader serves followers and
-consumers older than v11; v11+ consumers may read from a follower (KIP-392). A request's
-current_leader_epoch is checked first (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), and a
-last_fetched_epoch (v12+) that the log does not share answers a diverging epoch instead of records.
+the high watermark, or up to the last stable offset with isolation_level READ_COMMITTED (v4+),
+then told the aborted transactions of what it read (null for READ_UNCOMMITTED, as Kafka); a
+follower (replica_id >= 0) reads up to the log end, and its fetch offset is its log end offset,
+which may move the high watermark. Every answer reports the real last stable offset. Only the
+leader serves followers and consumers older than v11; v11+ consumers may read from a follower
+(KIP-392). A request's current_leader_epoch is checked first (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH), and a last_fetched_epoch (v12+) that the log does not share answers a
+diverging epoch instead of records.
 
 Sessions: a request with epoch 0 opens a session holding its partitions and fetch
 positions; later requests (epoch 1, 2, ...) send only the partitions whose position changed
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
-from kbroker.cluster.partition import FetchedData, Partition, ReplicationError
+from kbroker.cluster.partition import READ_UNCOMMITTED, FetchedData, Partition, ReplicationError
 from kbroker.log.errors import OffsetOutOfRangeError
 from wire import messages
 from wire.errors import ErrorCode
@@ -41,6 +44,7 @@ SESSION_CACHE_SLOTS = 1000
 TOPIC_IDS_FROM = 13  # Fetch v13 names topics by id
 REPLICA_STATE_FROM = 15  # Fetch v15 moves replica_id into replica_state (KIP-903)
 FOLLOWER_READS_FROM = 11  # consumers may fetch from a follower from v11 (KIP-392)
+ISOLATION_LEVEL_FROM = 4  # Fetch v4 adds isolation_level, last_stable_offset and aborted_transactions
 
 
 @dataclass
@@ -124,23 +128,38 @@ def _replica_id(request, version: int) -> int:
     return request.replica_state.replica_id if version >= REPLICA_STATE_FROM else request.replica_id
 
 
+def _aborted(fetched: FetchedData) -> list | None:
+    """The response's aborted transactions: null unless the consumer reads committed records."""
+    if fetched.aborted_transactions is None:
+        return None
+    return [Response.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+            for txn in fetched.aborted_transactions]
+
+
 def _partition_data(index: int, error: int, fetched: FetchedData | None = None, records=b""):
     """As Kafka answers: a partition that failed reports no offsets (-1), and one of a topic the broker does
     not know (refused before any read) an empty, not null, list of aborted transactions."""
     read = fetched is not None and error == ErrorCode.NONE
-    high_watermark = fetched.high_watermark if read else -1
     unknown = error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+    if read:
+        high_watermark, last_stable = fetched.high_watermark, fetched.last_stable_offset
+        log_start = fetched.log_start_offset
+        aborted = _aborted(fetched)
+    else:
+        high_watermark = last_stable = log_start = -1
+        aborted = [] if unknown else None
     data = Response.PartitionData(
         partition_index=index, error_code=error, high_watermark=high_watermark,
-        last_stable_offset=high_watermark, log_start_offset=fetched.log_start_offset if read else -1,
-        aborted_transactions=[] if unknown else None, preferred_read_replica=-1, records=records)
+        last_stable_offset=last_stable, log_start_offset=log_start,
+        aborted_transactions=aborted, preferred_read_replica=-1, records=records)
     if read and fetched.diverging_epoch is not None:
         data.diverging_epoch = Response.EpochEndOffset(epoch=fetched.diverging_epoch[0],
                                                        end_offset=fetched.diverging_epoch[1])
     return data
 
 
-def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool, replica_id: int):
+def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: int, first: bool, replica_id: int,
+              isolation_level: int = READ_UNCOMMITTED):
     """(partition data, bytes found) for one partition. Only the `first` partition to return data may
     exceed the request's budget with one whole batch (KIP-74, as Kafka's minOneMessage); later
     ones stop at what is left of it."""
@@ -155,7 +174,7 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
         fetched = partition.read(wanted.fetch_offset, min(wanted.max_bytes, budget),
                                  current_leader_epoch=wanted.current_leader_epoch,
                                  last_fetched_epoch=wanted.last_fetched_epoch, require_leader=require_leader,
-                                 replica_id=replica_id, min_one_batch=first)
+                                 replica_id=replica_id, min_one_batch=first, isolation_level=isolation_level)
     except ReplicationError as error:
         return _partition_data(wanted.partition, error.error_code), 0
     except OffsetOutOfRangeError:
@@ -176,14 +195,15 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
 
 
 def _read_all(broker: Broker, partitions: list[SessionPartition], version: int, max_bytes: int,
-              incremental: bool, replica_id: int = -1) -> tuple[list, int, bool]:
+              incremental: bool, replica_id: int = -1,
+              isolation_level: int = READ_UNCOMMITTED) -> tuple[list, int, bool]:
     """One pass: (partitions to report with their data, bytes found, whether any partition
     failed). An incremental response reports only partitions with records, an error, or
     moved offsets."""
     budget, found, failed = max_bytes, 0, False
     report = []
     for wanted in partitions:
-        data, size = _read_one(broker, wanted, version, budget, found == 0, replica_id)
+        data, size = _read_one(broker, wanted, version, budget, found == 0, replica_id, isolation_level)
         found += size
         failed = failed or data.error_code != ErrorCode.NONE
         budget = max(0, budget - size)
@@ -250,8 +270,10 @@ async def fetch(broker: Broker, header, request):
     incremental = request.session_epoch > INITIAL_EPOCH
     deadline = now_ms() + max(0, request.max_wait_ms)
     replica_id = _replica_id(request, version)
+    isolation_level = request.isolation_level if version >= ISOLATION_LEVEL_FROM else READ_UNCOMMITTED
     while True:
-        report, found, failed = _read_all(broker, partitions, version, request.max_bytes, incremental, replica_id)
+        report, found, failed = _read_all(broker, partitions, version, request.max_bytes, incremental, replica_id,
+                                          isolation_level)
         remaining = deadline - now_ms()
         # as Kafka's ReplicaManager: an error in any partition is answered at once, not after max_wait_ms
         if found >= request.min_bytes or failed or remaining <= 0 or broker.closing:

@@ -1,13 +1,15 @@
-"""FindCoordinator (10), OffsetCommit (8), OffsetFetch (9): where a group lives and its offsets."""
+"""FindCoordinator (10), OffsetCommit (8), TxnOffsetCommit (28), OffsetFetch (9): where a group lives and its
+offsets."""
 
 from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
-from kbroker.coordinator.groups import Group, GroupState
+from kbroker.coordinator.groups import Group, GroupState, validate_txn_offset_commit
 from kbroker.coordinator.hashing import partition_for
 from kbroker.coordinator.offsets import (
     OFFSETS_TOPIC,
@@ -31,7 +33,7 @@ def _key_problem(key: str, key_type: int) -> tuple[int, str] | None:
     """Why no coordinator is named for the key, whoever would lead its group (None for a group id to place):
     a single node and a cluster member answer these keys alike."""
     if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet"
+        return None
     if key_type != KEY_TYPE_GROUP:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}"
     if not key:
@@ -44,6 +46,13 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
     problem = _key_problem(key, key_type)
     if problem is not None:
         return problem
+    if key_type == KEY_TYPE_TRANSACTION:
+        transactions = broker.transactions
+        error = transactions.coordinator_error(key)
+        if error is not None:
+            return error, "This is not the correct coordinator."  # Kafka's message of NOT_COORDINATOR
+        transactions.ensure_topic()  # Kafka creates __transaction_state when the first producer asks
+        return ErrorCode.NONE, None
     if broker.coordinator.offsets.not_coordinating(key):  # builds the coordinator on first use
         # its __consumer_offsets partition has no leader: Kafka's answer for such a group
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
@@ -59,6 +68,8 @@ async def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple
     problem = _key_problem(key, key_type)
     if problem is not None:
         return *problem, nowhere
+    if key_type == KEY_TYPE_TRANSACTION:  # a cluster's transaction coordinators are still to come (issue 15)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", nowhere
     cache = broker.cluster.metadata
     partitions = cache.partitions(OFFSETS_TOPIC)
     if not partitions:
@@ -215,35 +226,154 @@ def _fail_commits(topics: list, error: ErrorCode) -> None:
                 partition.error_code = error
 
 
-def _fetch_group(broker: Broker, group_id: str, topics) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+@functools.cache
+def _txn_commit_response_classes() -> tuple[type, type, type]:
+    Response = messages.TxnOffsetCommitResponse
+    return Response, Response.TxnOffsetCommitResponseTopic, Response.TxnOffsetCommitResponsePartition
+
+
+def _txn_commit_failed(request, error: int):
+    """Kafka's getErrorResponse for a TxnOffsetCommit: every partition of the request says `error`."""
+    Response, Topic_, Partition_ = _txn_commit_response_classes()
+    return Response(throttle_time_ms=0, topics=[
+        Topic_(name=t.name, partitions=[Partition_(partition_index=p.partition_index, error_code=error)
+                                        for p in t.partitions]) for t in request.topics])
+
+
+def _txn_commit_error(broker: Broker, request, version: int) -> int:
+    """The group's answer to a TxnOffsetCommit (Kafka's validateGroupStatus, then validateOffsetCommit of
+    the classic or KIP-848 group); v0-2 name no member, generation or instance."""
+    group_id = request.group_id
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    coordinator = broker.coordinator
+    if coordinator.offsets.not_coordinating(group_id):
+        return ErrorCode.NOT_COORDINATOR  # led elsewhere, or its log dir failed (no load is ever in progress here)
+    member_id, instance_id, generation = ((request.member_id, request.group_instance_id, request.generation_id)
+                                          if version >= 3 else ("", None, -1))
+    consumer_group = coordinator.consumer_groups.group(group_id)
+    if consumer_group is not None:
+        return coordinator.consumer_groups.validate_txn_offset_commit(consumer_group, member_id, instance_id,
+                                                                      generation)
+    return validate_txn_offset_commit(coordinator.groups.group(group_id), member_id, instance_id, generation)
+
+
+@handles(28, failed=_txn_commit_failed)
+async def txn_offset_commit(broker: Broker, header, request):
+    """Offsets committed inside a transaction: appended now, as one transactional batch of the producer, and
+    invisible to OffsetFetch until the transaction's marker commits them (OffsetStore.complete_transaction)."""
+    Response, Topic_, Partition_ = _txn_commit_response_classes()
+    version = header.request_api_version
+    group_id = request.group_id
+    error = _txn_commit_error(broker, request, version)
+    now = now_ms()
+    commits: dict[tuple[str, int], CommittedOffset] = {}
+    topics = []
+    by_name, _ = broker.known_topics()
+    for topic in request.topics:
+        known = by_name.get(topic.name)
+        partitions = []
+        for p in topic.partitions:
+            index = p.partition_index
+            if known is None or not 0 <= index < known.partitions:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # KafkaApis answers these before the coordinator
+            elif error:
+                code = error
+            elif _metadata_too_large(p.committed_metadata):
+                code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                code = ErrorCode.NONE
+                commits[(topic.name, index)] = CommittedOffset(
+                    p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+                    p.committed_metadata or "", now)
+            partitions.append(Partition_(partition_index=index, error_code=code))
+        topics.append(Topic_(name=topic.name, partitions=partitions))
+    if commits:
+        coordinator = broker.coordinator
+        store = coordinator.offsets
+        end = _store_txn_commits(store, request, commits, now, topics)
+        # a cluster: answered once the ISR has it, as OffsetCommit
+        if end is not None and store.owned is not None and not await _replicated(broker, store, group_id, end, topics):
+            store.abandon_transactional(group_id, request.producer_id, commits, end)
+            end = None
+        if end is not None and coordinator.consumer_groups.group(group_id) is None and \
+                not store.not_coordinating(group_id):
+            coordinator.groups.groups.setdefault(group_id, Group(group_id))  # Kafka creates the group as Empty
+    return Response(throttle_time_ms=0, topics=topics)
+
+
+def _store_txn_commits(store: OffsetStore, request, commits: dict[tuple[str, int], CommittedOffset], now: int,
+                       topics: list) -> int | None:
+    """Append the transactional commits (the offset after them); when that fails, the partitions that were
+    to be committed say why, mapped as OffsetCommit's (a fenced producer epoch passes as it is)."""
+    try:
+        return store.commit_transactional(request.group_id, request.producer_id, request.producer_epoch, commits,
+                                          now)
+    except LogDirOfflineError:
+        _fail_commits(topics, ErrorCode.NOT_COORDINATOR)
+    except CoordinatorWriteError as error:
+        _fail_commits(topics, error.error_code)
+    except Exception:
+        log.exception("cannot append the transactional offsets of group %s to %s", request.group_id, OFFSETS_TOPIC)
+        _fail_commits(topics, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return None
+
+
+FetchedPartition = tuple[int, CommittedOffset | None, int]  # partition, committed offset, error
+UnstableCheck = Callable[[str, str, int], bool]  # (group, topic, partition) -> a commit of it is in flight
+
+
+def _unstable_check(broker: Broker, require_stable: bool) -> UnstableCheck | None:
+    """`OffsetStore.unstable` when a require_stable fetch must ask it, else None (nothing is in flight)."""
+    store = broker.coordinator.offsets
+    return store.unstable if require_stable and store.has_unstable() else None
+
+
+def _fetched(unstable: UnstableCheck | None, group_id: str, topic: str, partition: int,
+             committed: CommittedOffset | None) -> FetchedPartition:
+    """One partition's answer: a commit still in flight answers UNSTABLE_OFFSET_COMMIT and no offset, as Kafka's
+    getOffsets does for require_stable (partition level; the group's error stays NONE)."""
+    if unstable is not None and unstable(group_id, topic, partition):
+        return partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT
+    return partition, committed, 0
+
+
+def _fetch_group(broker: Broker, group_id: str, topics,
+                 require_stable: bool = False) -> list[tuple[str, list[FetchedPartition]]]:
     """Committed offsets of one group: the requested partitions, or all when `topics` is None."""
     store = broker.coordinator.offsets
+    unstable = _unstable_check(broker, require_stable)
     if topics is None:
-        by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+        by_topic: dict[str, list[FetchedPartition]] = {}
         for (topic, partition), committed in sorted(store.group_offsets(group_id).items()):
-            by_topic.setdefault(topic, []).append((partition, committed))
+            by_topic.setdefault(topic, []).append(_fetched(unstable, group_id, topic, partition, committed))
         return list(by_topic.items())
-    return [(name, [(p, store.fetch(group_id, name, p)) for p in partitions]) for name, partitions in topics]
+    if unstable is None:
+        return [(name, [(p, store.fetch(group_id, name, p), 0) for p in partitions]) for name, partitions in topics]
+    return [(name, [_fetched(unstable, group_id, name, p, store.fetch(group_id, name, p)) for p in partitions])
+            for name, partitions in topics]
 
 
-def _v10_topics(broker: Broker, group_id: str, requested) -> list:
+def _v10_topics(broker: Broker, group_id: str, requested, require_stable: bool) -> list:
     """OffsetFetch v10 names topics by id: (topic id, [(partition, committed, error)]) per topic."""
     store = broker.coordinator.offsets
     by_name, by_id = broker.known_topics()
     if requested is None:
         found = []
-        for name, parts in _fetch_group(broker, group_id, None):
+        for name, parts in _fetch_group(broker, group_id, None, require_stable):
             known = by_name.get(name)
             if known is not None:  # a deleted topic has no id left to report it under
-                found.append((known.topic_id, [(p, c, 0) for p, c in parts]))
+                found.append((known.topic_id, parts))
         return found
+    unstable = _unstable_check(broker, require_stable)
     found = []
     for t in requested:
         known = by_id.get(t.topic_id)
         if known is None:
             found.append((t.topic_id, [(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
         else:
-            found.append((t.topic_id, [(p, store.fetch(group_id, known.name, p), 0) for p in t.partition_indexes]))
+            found.append((t.topic_id, [_fetched(unstable, group_id, known.name, p, store.fetch(group_id, known.name, p))
+                                       for p in t.partition_indexes]))
     return found
 
 
@@ -273,11 +403,11 @@ async def offset_fetch(broker: Broker, header, request):
                     continue
             if version >= 10:
                 topics = [Topic_(topic_id=topic_id, partitions=[partition(p, c, e) for p, c, e in parts])
-                          for topic_id, parts in _v10_topics(broker, g.group_id, g.topics)]
+                          for topic_id, parts in _v10_topics(broker, g.group_id, g.topics, request.require_stable)]
             else:
                 wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
-                topics = [Topic_(name=name, partitions=[partition(p, c) for p, c in parts])
-                          for name, parts in _fetch_group(broker, g.group_id, wanted)]
+                topics = [Topic_(name=name, partitions=[partition(p, c, e) for p, c, e in parts])
+                          for name, parts in _fetch_group(broker, g.group_id, wanted, request.require_stable)]
             groups.append(Group_(group_id=g.group_id, error_code=0, topics=topics))
         return Response(throttle_time_ms=0, groups=groups)
     Topic_ = Response.OffsetFetchResponseTopic
@@ -285,12 +415,12 @@ async def offset_fetch(broker: Broker, header, request):
     if broker.coordinator.offsets.not_coordinating(request.group_id):
         return Response(topics=[], error_code=ErrorCode.NOT_COORDINATOR)  # v2+ has the field; v0-1 get no topics
     topics = None if request.topics is None else [(t.name, t.partition_indexes) for t in request.topics]
-    found = _fetch_group(broker, request.group_id, topics)
+    found = _fetch_group(broker, request.group_id, topics, version >= 7 and request.require_stable)
     response = Response(topics=[Topic_(name=name, partitions=[
         Partition_(partition_index=p, committed_offset=c.offset if c else -1,
-                   metadata=c.metadata if c else "", error_code=0,
+                   metadata=c.metadata if c else "", error_code=e,
                    **({"committed_leader_epoch": c.leader_epoch if c else -1} if version >= 5 else {}))
-        for p, c in parts]) for name, parts in found])
+        for p, c, e in parts]) for name, parts in found])
     if version >= 2:
         response.error_code = 0
     return response
@@ -325,7 +455,8 @@ async def offset_delete(broker: Broker, header, request):
     group = coordinator.groups.group(request.group_id)
     consumer_group = coordinator.consumer_groups.group(request.group_id)
     offsets = coordinator.offsets.group_offsets(request.group_id)
-    if group is None and consumer_group is None and not offsets:
+    if group is None and consumer_group is None and not offsets and \
+            not coordinator.offsets.has_pending_transactions(request.group_id):
         return Response(error_code=ErrorCode.GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[])
     active = group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD)
     subscribed = _subscribed_topics(group) if active else set()
@@ -366,7 +497,9 @@ async def delete_groups(broker: Broker, header, request):
     for group_id in request.groups_names:
         group = coordinator.groups.group(group_id)
         consumer_group = coordinator.consumer_groups.group(group_id)
-        offsets = coordinator.offsets.group_offsets(group_id)
+        # its committed offsets and those still pending in transactions (Kafka deletes both with the group)
+        offsets = {**coordinator.offsets.group_offsets(group_id),
+                   **dict.fromkeys(coordinator.offsets.pending_partitions(group_id))}
         if not group_id:
             code = ErrorCode.INVALID_GROUP_ID
         elif coordinator.offsets.not_coordinating(group_id):

@@ -1,4 +1,5 @@
-"""InitProducerId (22): producer ids for idempotent producers."""
+"""InitProducerId (22): producer ids for idempotent producers, and for transactional ones from the
+transaction coordinator."""
 
 from __future__ import annotations
 
@@ -8,15 +9,21 @@ from kbroker.cluster.producer_ids import ProducerIdsUnavailable
 from wire import messages
 from wire.errors import ErrorCode
 
+FENCED_FROM = 4  # InitProducerId v4 knows PRODUCER_FENCED; older clients are told INVALID_PRODUCER_EPOCH
 
-# v6 (KIP-939, two-phase commit) needs the transaction coordinator, and Kafka 4.4 does not serve it either
+
+# v6 (KIP-939, two-phase commit) is not served, as Kafka 4.4 does not serve it either
 @handles(22, versions=(0, 5))
 async def init_producer_id(broker: Broker, header, request):
     R = messages.InitProducerIdResponse
+    version = header.request_api_version
     if request.transactional_id is not None:
-        # transactions arrive with the transaction coordinator; until then say so plainly
-        return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
-                 producer_epoch=-1)
+        error, producer_id, epoch = broker.transactions.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, request.producer_id if version >= 3 else -1,
+            request.producer_epoch if version >= 3 else -1)
+        if error == ErrorCode.PRODUCER_FENCED and version < FENCED_FROM:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        return R(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
     if request.producer_id >= 0:
         # an idempotent producer bumping its epoch after an error keeps its id
         return R(throttle_time_ms=0, error_code=0, producer_id=request.producer_id,

@@ -39,6 +39,7 @@ from kbroker.cluster.model import RECOVERED, LeaderAndIsr
 from kbroker.log.errors import OffsetOutOfRangeError
 from kbroker.log.file_slice import FileSlice
 from kbroker.log.partition_log import AppendInfo, PartitionLog
+from kbroker.log.transaction_index import AbortedTxn
 from wire.errors import ErrorCode
 
 NO_EPOCH = -1            # a request's current_leader_epoch / last_fetched_epoch when it makes no claim
@@ -46,6 +47,7 @@ EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch while the controller dele
 UNKNOWN_OFFSET = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 ACKS_ALL = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # a Fetch / ListOffsets request's isolation_level
 
 # AlterPartition errors after which the proposal is dropped and the ISR stays as last committed
 _RESET_TO_COMMITTED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
@@ -133,6 +135,9 @@ class FetchedData(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) when the fetcher's log diverged
+    last_stable_offset: int = UNKNOWN_OFFSET
+    # READ_COMMITTED consumers only: the aborted transactions of the range read (None: not asked for)
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 class Partition:
@@ -365,10 +370,12 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int = NO_EPOCH,
              last_fetched_epoch: int = NO_EPOCH, require_leader: bool = True, replica_id: int = -1,
-             min_one_batch: bool = True) -> FetchedData:
-        """Records for a Fetch: up to the LEO for a follower (`replica_id` >= 0), up to the HW for anyone
-        else. Raises ReplicationError for a fenced or unknown epoch, a non-leader (`require_leader`) or
-        an unknown follower, and OffsetOutOfRangeError as PartitionLog.read does."""
+             min_one_batch: bool = True, isolation_level: int = READ_UNCOMMITTED) -> FetchedData:
+        """Records for a Fetch: up to the LEO for a follower (`replica_id` >= 0), up to the LSO for a
+        READ_COMMITTED consumer, which also gets the aborted transactions of the range (Kafka's
+        FetchIsolation), up to the HW for any other. Raises ReplicationError for a fenced or unknown
+        epoch, a non-leader (`require_leader`) or an unknown follower, and OffsetOutOfRangeError as
+        PartitionLog.read does."""
         error = self.local_log_error(current_leader_epoch, require_leader)
         if not error and replica_id >= 0 and replica_id not in self.followers:
             # the follower is not (yet) a replica here: the fetcher retries
@@ -379,15 +386,22 @@ class Partition:
                                           f"{current_leader_epoch}: {self!r}")
         log = self._log()
         high_watermark, log_start, log_end = log.high_watermark, log.log_start_offset, log.log_end_offset
+        last_stable = log.last_stable_offset
         if last_fetched_epoch >= 0:
             diverging = self._diverging_epoch(log, fetch_offset, last_fetched_epoch)
             if diverging is not None:
-                return FetchedData(None, high_watermark, log_start, log_end, diverging)
+                return FetchedData(None, high_watermark, log_start, log_end, diverging, last_stable)
         records = None
+        if replica_id < 0 and isolation_level == READ_COMMITTED:
+            aborted: list[AbortedTxn] = []
+            if max_bytes > 0 or min_one_batch:
+                records, aborted = log.read_with_aborted_transactions(fetch_offset, max_bytes, last_stable,
+                                                                      min_one_batch=min_one_batch)
+            return FetchedData(records, high_watermark, log_start, log_end, None, last_stable, aborted)
         if max_bytes > 0 or min_one_batch:
             bound = log_end if replica_id >= 0 else high_watermark
             records = log.read(fetch_offset, max_bytes, bound, min_one_batch=min_one_batch)
-        return FetchedData(records, high_watermark, log_start, log_end)
+        return FetchedData(records, high_watermark, log_start, log_end, None, last_stable)
 
     def _diverging_epoch(self, log: PartitionLog, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         """Where the fetcher's log left ours (KIP-320 / KIP-595 truncation): its last fetched epoch ends

@@ -911,6 +911,21 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def validate_txn_offset_commit(self, group: ConsumerGroup, member_id: str, group_instance_id: str | None,
+                                   member_epoch: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit for a TxnOffsetCommit: a request naming no member
+        passes (older clients send none), a wrong epoch is ILLEGAL_GENERATION (the TxnOffsetCommit errors)."""
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.NONE
+        if member_epoch == -1 and not member_id and group_instance_id is None:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def offset_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         """Kafka's ConsumerGroup.validateOffsetFetch for a KIP-848 group (NONE for any other group)."""
         group = self.groups.get(group_id)

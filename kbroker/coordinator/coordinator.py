@@ -81,7 +81,8 @@ class Coordinator:
 
     def _drop_groups(self, partition: int) -> None:
         store = self.offsets
-        known = {*store.offsets, *store.loaded_groups, *self.groups.groups, *self.consumer_groups.groups}
+        known = {*store.offsets, *store.loaded_groups, *self.groups.groups, *self.consumer_groups.groups,
+                 *store.groups_with_pending_transactions()}
         leaving = [group_id for group_id in known if store.partition_for(group_id) == partition]
         self.groups.unload(leaving)
         self.consumer_groups.unload(leaving)
@@ -165,7 +166,10 @@ class Coordinator:
 
     def expire_offsets(self, now_ms: int) -> int:
         """Kafka's offset retention: only groups without members lose offsets, each one
-        retention period after its commit or after the group became Empty, whichever is later."""
+        retention period after its commit or after the group became Empty, whichever is later. A partition
+        with offsets pending in a transaction keeps its offset, and a group with any keeps the group (its
+        tombstone would withdraw them on replay; Kafka 4 spares them alike)."""
+        store = self.offsets
         removed = 0
         for group_id, committed in list(self.offsets.offsets.items()):
             consumer_group = self.consumer_groups.group(group_id)
@@ -175,15 +179,18 @@ class Coordinator:
             if group is not None and group.state not in (GroupState.EMPTY, GroupState.DEAD):
                 continue
             since = group.empty_since_ms if group is not None else 0
+            pending = store.pending_partitions(group_id) if store.has_pending_transactions(group_id) else ()
             expired = [tp for tp, c in committed.items()
-                       if max(c.commit_timestamp, since) + self.offsets_retention_ms <= now_ms]
+                       if max(c.commit_timestamp, since) + self.offsets_retention_ms <= now_ms and tp not in pending]
             if expired:
                 self.offsets.delete(group_id, expired, now_ms)
                 removed += len(expired)
-            if group is not None and group.state == GroupState.EMPTY and not self.offsets.group_offsets(group_id):
+            if group is not None and group.state == GroupState.EMPTY and not self.offsets.group_offsets(group_id) \
+                    and not store.has_pending_transactions(group_id):
                 self.forget_group(group_id)
         for group_id, consumer_group in list(self.consumer_groups.groups.items()):
-            if consumer_group.state == ConsumerGroupState.EMPTY and not self.offsets.group_offsets(group_id):
+            if consumer_group.state == ConsumerGroupState.EMPTY and not self.offsets.group_offsets(group_id) \
+                    and not store.has_pending_transactions(group_id):
                 self.consumer_groups.forget(group_id)  # an empty KIP-848 group without offsets goes too
         return removed
 

@@ -705,6 +705,32 @@ def validate_offset_commit(group: Group | None, member_id: str, group_instance_i
     return ErrorCode.NONE
 
 
+def validate_txn_offset_commit(group: Group | None, member_id: str, group_instance_id: str | None,
+                               generation_id: int) -> int:
+    """Kafka 3.9's validateOffsetCommit for a TxnOffsetCommit: its member fields (v3+) are checked only
+    when the request names any of them, since older clients send none; no REBALANCE_IN_PROGRESS, and the
+    member's session is left alone. A missing group is a new Empty one, as Kafka creates it first."""
+    if group is None:
+        return ErrorCode.NONE if generation_id < 0 else ErrorCode.UNKNOWN_MEMBER_ID
+    if group.state == GroupState.DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and group.state == GroupState.EMPTY:
+        return ErrorCode.NONE
+    if generation_id < 0 and not member_id and group_instance_id is None:
+        return ErrorCode.NONE
+    if group_instance_id is not None:
+        current = group.static_member_id(group_instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if current != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
 def _cancel_session_timer(member: Member) -> None:
     if member.session_timer is not None:
         member.session_timer.cancel()

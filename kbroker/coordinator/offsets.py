@@ -23,6 +23,14 @@ leads: `owned` holds those partitions, `replay_partition` loads one when this br
 its leader and `forget_groups` drops them when it stops leading it. Appends there ask the
 ISR's min.insync.replicas, and the commit handler waits for the high watermark (acks=all),
 as Kafka's coordinator does; commits are then never deferred.
+
+Transactional commits (TxnOffsetCommit) are one transactional batch carrying the producer's id
+and epoch, appended at once (never deferred). Their offsets stay pending per (producer, group),
+out of OffsetFetch's sight, until the transaction's COMMIT or ABORT marker is appended to the
+partition (`complete_transaction`); replay does the same from the log, so a transaction still
+open at its end stays pending. Between a transactional batch and its marker, a plain commit of
+the same partition appended later wins over it, as in Kafka (the offsets of the two batches
+decide; `_cached_ends` remembers them while a group has pending offsets).
 """
 
 from __future__ import annotations
@@ -36,10 +44,19 @@ from typing import NamedTuple
 import crc32c
 
 from kbroker.coordinator.hashing import partition_for
+from kbroker.coordinator.log_replay import log_batches
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
 from wire.errors import ErrorCode
-from wire.records import iter_records, read_batch_header
+from wire.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    BatchHeader,
+    Record,
+    build_batch,
+    iter_records,
+    parse_control_key,
+)
 from wire.varint import encode_varint
 
 log = logging.getLogger(__name__)
@@ -54,7 +71,6 @@ VALUE_VERSION = 3        # the newest non-flexible value, with the leader epoch
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3  # the newest non-flexible group value, with static members' instance ids
 _VERSION = struct.Struct(">h")
-_REPLAY_CHUNK = 1 << 20
 # OffsetCommitValue v3 behind its version: offset, leader epoch, metadata (int16 length,
 # UTF-8), commit timestamp; the schema's field order, written without the generic encoder
 _VALUE_HEAD = struct.Struct(">hqih")
@@ -70,6 +86,7 @@ _NO_PRODUCER = -1
 _SMALL_VARINTS = tuple(encode_varint(i) for i in range(64))  # one byte each
 _KEY_CACHE_LIMIT = 100_000
 _DEFERRED_BATCH_BYTES = 512 * 1024  # a burst's commits as batches well under max.message.bytes (1 MiB)
+_TXN_BASE_SEQUENCE = 0  # what Kafka's GroupMetadataManager writes in a transactional commit batch's header
 
 
 class CoordinatorWriteError(Exception):
@@ -158,6 +175,15 @@ def coordinator_batch(fields: Sequence[tuple[bytes, bytes]], timestamp: int) -> 
     return before_crc + after_crc
 
 
+def transactional_batch(records: Sequence[tuple[bytes, bytes]], timestamp: int, producer_id: int,
+                        producer_epoch: int) -> bytes:
+    """A TxnOffsetCommit's (key, value) records as Kafka's coordinator writes them: one uncompressed
+    transactional batch of the producer, base sequence 0, every record at `timestamp`."""
+    return build_batch([Record(delta, timestamp, key, value, ()) for delta, (key, value) in enumerate(records)],
+                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=_TXN_BASE_SEQUENCE,
+                       is_transactional=True)
+
+
 def _chunks(fields: list[tuple[bytes, bytes]], max_bytes: int) -> Iterator[list[tuple[bytes, bytes]]]:
     """Consecutive runs of records of about `max_bytes` at most (one record per run at least)."""
     if len(fields) == 1:  # one commit in flight per consumer: the usual burst
@@ -227,6 +253,14 @@ class OffsetStore:
         # a cluster's commits waiting for the ISR: (group, topic, partition) -> the end of its newest append, so
         # only the newest commit enters the cache (Kafka's pendingOffsetCommits)
         self._awaiting_isr: dict[tuple[str, str, int], int] = {}
+        # transactional commits whose transaction has not ended: producer id -> group -> (topic, partition) ->
+        # (offset, the end of its batch) (Kafka's pendingTransactionalOffsetCommits), and group -> those producers
+        self._txn_offsets: dict[int, dict[str, dict[tuple[str, int], tuple[CommittedOffset, int]]]] = {}
+        self._txn_groups: dict[str, set[int]] = {}
+        # while a group has pending transactional offsets: (topic, partition) -> the end of the batch whose commit
+        # the cache holds, so a transaction ending later does not replace a newer commit (Kafka's olderThan)
+        self._cached_ends: dict[str, dict[tuple[str, int], int]] = {}
+        self._replay_end = 0  # the end of the batch replay_partition is applying
         topic = broker.topics.get(OFFSETS_TOPIC)
         if topic is not None and self.owned is None:
             self.partitions = topic.partitions
@@ -261,25 +295,50 @@ class OffsetStore:
         plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
         if plog is None:
             return
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            chunk = plog.read(offset, _REPLAY_CHUNK)
-            if chunk is None:
-                break
-            buf = chunk.read_bytes()
-            pos = 0
-            while pos + 61 <= len(buf):
-                header = read_batch_header(buf, pos)
-                if pos + header.size > len(buf):
-                    break
-                if not header.is_control:
+        for buf, pos, header in log_batches(plog):
+            if not header.is_control:
+                self._replay_end = header.next_offset
+                if header.is_transactional and header.producer_id >= 0:
+                    self._replay_transactional(buf, pos, header)
+                else:
                     for record in iter_records(buf, pos):
                         self._apply(record.key, record.value)
-                offset = header.base_offset + header.last_offset_delta + 1
-                pos += header.size
-            if pos == 0:
-                break  # cannot make progress; leave the rest unread rather than loop
+            elif header.is_transactional:
+                self._replay_marker(buf, pos, header, partition)
         self._replayed_keys = {}
+
+    def _replay_transactional(self, buf: bytes, pos: int, header: BatchHeader) -> None:
+        """A transactional batch met in replay: its offset commits are pending for its producer until a marker
+        of that producer follows (a tombstone in it withdraws the producer's pending offset, as in Kafka)."""
+        for record in iter_records(buf, pos):
+            try:
+                key = record.key if record.key is None or type(record.key) is bytes else bytes(record.key)
+                parsed = self._replayed_keys.get(key) if key else None
+                if parsed is None and key:
+                    parsed = decode_key(key)
+                if parsed is None:
+                    self._apply(key, record.value)  # not an offset commit: as outside a transaction
+                    continue
+                self._replayed_keys[key] = parsed
+                group, topic, partition = parsed
+                if record.value is None:
+                    self._drop_pending(group, [(topic, partition)], header.producer_id)
+                else:
+                    self._add_pending(header.producer_id, group, {(topic, partition): decode_value(record.value)},
+                                      self._replay_end)
+            except Exception:  # one bad record must not stop the broker from starting
+                log.exception("skipping an unreadable transactional __consumer_offsets record")
+
+    def _replay_marker(self, buf: bytes, pos: int, header: BatchHeader, partition: int) -> None:
+        """A control batch met in replay: a COMMIT or ABORT marker ends its producer's transaction here."""
+        try:
+            for record in iter_records(buf, pos):
+                control = parse_control_key(record.key)
+                if control in (CONTROL_COMMIT, CONTROL_ABORT):
+                    self.complete_transaction(partition, header.producer_id, control == CONTROL_COMMIT)
+                return  # a marker batch holds one record
+        except Exception:
+            log.exception("skipping an unreadable control batch in %s-%d", OFFSETS_TOPIC, partition)
 
     def forget_groups(self, group_ids: Iterable[str]) -> None:
         """Drop groups from the cache, their records staying in the log (another broker leads them now)."""
@@ -289,6 +348,9 @@ class OffsetStore:
             self.loaded_groups.pop(group_id, None)
         for key in [key for key in self._awaiting_isr if key[0] in leaving]:
             del self._awaiting_isr[key]
+        for group_id in leaving & self._txn_groups.keys():
+            for producer_id in list(self._txn_groups[group_id]):
+                self._close_pending(producer_id, group_id)
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if not key:
@@ -309,8 +371,20 @@ class OffsetStore:
                     del self.offsets[group]
             else:
                 self.offsets.setdefault(group, {})[(topic, partition)] = decode_value(value)
+            if self._txn_groups and group in self._txn_groups:
+                self._replayed_over_pending(group, (topic, partition), value is None)
         except Exception:  # one bad record must not stop the broker from starting
             log.exception("skipping an unreadable __consumer_offsets record")
+
+    def _replayed_over_pending(self, group: str, topic_partition: tuple[str, int], tombstone: bool) -> None:
+        """A plain commit replayed while the group has pending transactional offsets: it is newer than the
+        transactional batches before it; a tombstone also withdraws the partition's pending offsets (deletions
+        write one for them, as Kafka 4 does, so a restart agrees with what the deletion did in memory)."""
+        if tombstone:
+            self._drop_pending(group, [topic_partition])
+            self._cached_ends.get(group, {}).pop(topic_partition, None)
+        else:
+            self._cached_ends.setdefault(group, {})[topic_partition] = self._replay_end
 
     def _apply_group(self, key: bytes, value: bytes | None) -> None:
         group_id = decode_group_key(key)
@@ -383,10 +457,12 @@ class OffsetStore:
         key_field = self._key_field
         fields = [(key_field(group, topic, partition), value_field(committed))
                   for (topic, partition), committed in commits.items()]
-        if not self.deferring:
+        if not self.deferring or (self._txn_groups and group in self._txn_groups):
             end = self._append(group, fields, now_ms)
             if self.owned is None:
                 self.offsets.setdefault(group, {}).update(commits)
+                if self._txn_groups and group in self._txn_groups:  # newer than its pending transactions' batches
+                    self._cached_ends.setdefault(group, {}).update(dict.fromkeys(commits, end))
             else:  # a cluster's commits enter the cache once the ISR has them (replicated_commits)
                 for topic, partition in commits:
                     self._awaiting_isr[(group, topic, partition)] = end
@@ -413,6 +489,8 @@ class OffsetStore:
             if held:
                 cached = self.offsets.setdefault(group, {}) if cached is None else cached
                 cached[(topic, partition)] = committed
+                if self._txn_groups and group in self._txn_groups:  # newer than its pending transactions' batches
+                    self._cached_ends.setdefault(group, {})[(topic, partition)] = end
 
     def flush_pending(self) -> bool:
         """Append the deferred commits, one batch per partition. False when some could not be
@@ -452,11 +530,14 @@ class OffsetStore:
 
     def delete(self, group: str, partitions: list[tuple[str, int]], now_ms: int) -> None:
         """Tombstones for the group's offsets of `partitions`, so compaction drops them too (and commits still
-        waiting for the ISR will not enter the cache)."""
+        waiting for the ISR, or pending in a transaction, will not enter the cache)."""
         for topic, partition in partitions:
             self._awaiting_isr.pop((group, topic, partition), None)
         current = self.offsets.get(group, {})
-        doomed = [tp for tp in partitions if tp in current]
+        # Kafka's removeOffsets drops the partitions' pending transactional offsets; Kafka 4 also writes them a
+        # tombstone (replay then drops them too), so a transaction committed later leaves them deleted
+        pending = self._drop_pending(group, partitions) if group in self._txn_groups else set()
+        doomed = [tp for tp in partitions if tp in current or tp in pending]
         if doomed:  # tombstones are appended as Kafka's cleanupGroupMetadata does: with acks=0, no ISR check
             self._append(group, [(self._key_field(group, t, p), length_prefixed(None)) for t, p in doomed], now_ms,
                          check_isr=False)
@@ -470,3 +551,125 @@ class OffsetStore:
 
     def group_offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
         return self.offsets.get(group, {})
+
+    # --- transactional commits (TxnOffsetCommit) ---------------------------------------------
+
+    def commit_transactional(self, group: str, producer_id: int, producer_epoch: int,
+                             commits: dict[tuple[str, int], CommittedOffset], now_ms: int) -> int:
+        """Append a TxnOffsetCommit's offsets as one transactional batch of the producer to the group's
+        partition (at once, after any deferred commits) and hold them pending until the transaction ends;
+        the offset after the batch, which the high watermark must pass in a cluster."""
+        batch = transactional_batch([(encode_key(group, topic, partition), encode_value(committed))
+                                     for (topic, partition), committed in commits.items()],
+                                    now_ms, producer_id, producer_epoch)
+        if self._pending and not self.flush_pending():
+            self._lost_pending = True  # flush_pending tells the network layer when it asks
+        end = self._append_to(self.partition_for(group), batch, now_ms)
+        self._add_pending(producer_id, group, commits, end)
+        return end
+
+    def abandon_transactional(self, group: str, producer_id: int, partitions: Iterable[tuple[str, int]],
+                              end: int) -> None:
+        """The batch appended up to `end` did not reach the ISR: its offsets are no longer pending (Kafka's
+        failPendingTxnOffsetCommit; the client retries), unless a later batch replaced them."""
+        self._drop_pending(group, partitions, producer_id, end)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker is in `__consumer_offsets`-`partition`: the producer's pending
+        offsets of the groups there become their committed offsets, each unless a commit appended after its
+        batch holds the partition (Kafka's completePendingTxnOffsetCommit), or are dropped."""
+        by_group = self._txn_offsets.get(producer_id)
+        if not by_group:
+            return
+        for group in [group for group in by_group if self.partition_for(group) == partition]:
+            if commit:
+                self._commit_pending(group, by_group[group])
+            self._close_pending(producer_id, group)
+
+    def unstable(self, group: str, topic: str, partition: int) -> bool:
+        """Whether a commit of the partition is still in flight: pending in a transaction or, in a cluster,
+        waiting for the ISR (Kafka's hasPendingOffsetCommitsForTopicPartition, which require_stable asks)."""
+        if (group, topic, partition) in self._awaiting_isr:
+            return True
+        producers = self._txn_groups.get(group)
+        return producers is not None and any((topic, partition) in self._txn_offsets[producer_id][group]
+                                             for producer_id in producers)
+
+    def has_unstable(self) -> bool:
+        """Whether any commit is in flight at all (if not, `unstable` is False for every partition)."""
+        return bool(self._txn_groups or self._awaiting_isr)
+
+    def pending_partitions(self, group: str) -> set[tuple[str, int]]:
+        """The partitions the group has pending transactional offsets for."""
+        return {topic_partition for producer_id in self._txn_groups.get(group, ())
+                for topic_partition in self._txn_offsets[producer_id][group]}
+
+    def has_pending_transactions(self, group: str) -> bool:
+        """Whether an open transaction holds offsets of the group (Kafka keeps such a group, and its offsets)."""
+        return group in self._txn_groups
+
+    def groups_with_pending_transactions(self) -> Iterable[str]:
+        """The groups open transactions hold offsets of (they are the coordinator's even without other state)."""
+        return self._txn_groups.keys()
+
+    def _add_pending(self, producer_id: int, group: str, commits: dict[tuple[str, int], CommittedOffset],
+                     end: int) -> None:
+        pending = self._txn_offsets.setdefault(producer_id, {}).setdefault(group, {})
+        for topic_partition, committed in commits.items():
+            pending[topic_partition] = (committed, end)
+        self._txn_groups.setdefault(group, set()).add(producer_id)
+
+    def _drop_pending(self, group: str, partitions: Iterable[tuple[str, int]], producer_id: int | None = None,
+                      end: int | None = None) -> set[tuple[str, int]]:
+        """Withdraw pending offsets of the group's `partitions`: one producer's or every producer's, with `end`
+        only those of the batch ending there. The partitions that had some."""
+        dropped: set[tuple[str, int]] = set()
+        producers = self._txn_groups.get(group)
+        if not producers:
+            return dropped
+        partitions = list(partitions)
+        for pid in [producer_id] if producer_id is not None else list(producers):
+            pending = self._txn_offsets.get(pid, {}).get(group)
+            if pending is None:
+                continue
+            for topic_partition in partitions:
+                entry = pending.get(topic_partition)
+                if entry is not None and (end is None or entry[1] == end):
+                    del pending[topic_partition]
+                    dropped.add(topic_partition)
+            if not pending:
+                self._close_pending(pid, group)
+        return dropped
+
+    def _close_pending(self, producer_id: int, group: str) -> None:
+        """The producer holds no more pending offsets of the group; with nothing pending left, neither do the
+        group's batch ends matter any longer (a later transaction's batch comes after every cached commit)."""
+        by_group = self._txn_offsets.get(producer_id)
+        if by_group is not None:
+            by_group.pop(group, None)
+            if not by_group:
+                del self._txn_offsets[producer_id]
+        producers = self._txn_groups.get(group)
+        if producers is not None:
+            producers.discard(producer_id)
+            if not producers:
+                del self._txn_groups[group]
+                self._cached_ends.pop(group, None)
+
+    def _commit_pending(self, group: str, pending: dict[tuple[str, int], tuple[CommittedOffset, int]]) -> None:
+        """A committed transaction's offsets of the group enter the cache, each unless the cached commit of its
+        partition was appended after its batch."""
+        ends = self._cached_ends.get(group)
+        others_open = len(self._txn_groups.get(group, ())) > 1
+        cached = self.offsets.setdefault(group, {})
+        for (topic, partition), (committed, end) in pending.items():
+            if ends is not None and ends.get((topic, partition), -1) > end:
+                continue
+            waiting = self._awaiting_isr.get((group, topic, partition))
+            if waiting is not None and waiting < end:  # an older commit still waiting for the ISR stays out
+                del self._awaiting_isr[(group, topic, partition)]
+            cached[(topic, partition)] = committed
+            if others_open:
+                self._cached_ends.setdefault(group, {})[(topic, partition)] = end
+        if not cached:
+            del self.offsets[group]

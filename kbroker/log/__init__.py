@@ -20,6 +20,7 @@ from kbroker.log.errors import (
     RecordError,
     RecordTooLargeError,
     RecordValidationError,
+    TransactionCoordinatorFencedError,
     UnsupportedMessageFormatError,
 )
 from kbroker.log.file_slice import FileSlice
@@ -28,8 +29,10 @@ from kbroker.log.offset_index import OffsetIndex, OffsetPosition
 from kbroker.log.partition_log import AppendInfo, OffsetAndTimestamp, PartitionLog
 from kbroker.log.segment import LogSegment
 from kbroker.log.time_index import TimeIndex, TimestampOffset
+from kbroker.log.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
+    "AbortedTxn",
     "AppendInfo",
     "CleanerConfig",
     "CorruptIndexError",
@@ -55,5 +58,7 @@ __all__ = [
     "RecordValidationError",
     "TimeIndex",
     "TimestampOffset",
+    "TransactionCoordinatorFencedError",
+    "TransactionIndex",
     "UnsupportedMessageFormatError",
 ]

@@ -25,8 +25,10 @@ into one `<base>.log.cleaned` per group, keeping:
   first cleaning that keeps a tombstone rewrites its batch with deleteHorizonMs = now +
   `delete.retention.ms` (attribute bit 6, baseTimestamp; KIP-534), and a later cleaning at or
   after that time drops it. Magic 2 only, so Kafka's legacy rule (segment mtime) never applies;
-- batches of aborted transactions are dropped; a COMMIT/ABORT marker is kept while batches of
-  its transaction remain, then gets a delete horizon the same way tombstones do;
+- batches of aborted transactions (known from the `.txnindex` files, as in Kafka) are dropped; a
+  COMMIT/ABORT marker is kept while batches of its transaction remain, then gets a delete horizon
+  the same way tombstones do. An ABORT marker kept because this round met batches of its
+  transaction carries its entry into the cleaned segment's `.txnindex`;
 - the batch holding an active producer's last sequence (or, without data, its last marker)
   stays, emptied to its 61-byte header if need be, and so does the last batch before the end
   of the round (KAFKA-17076), so producer state and offsets survive compaction.
@@ -55,16 +57,16 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import heapq
 import logging
 import os
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from kbroker.log.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -76,6 +78,7 @@ from kbroker.log.config import LONG_MAX, LogConfig
 from kbroker.log.partition_log import LastRecord, PartitionLog
 from kbroker.log.record_keys import RecordKey, record_keys
 from kbroker.log.segment import CLEANED_SUFFIX, LogSegment, segment_name
+from kbroker.log.transaction_index import AbortedTxn, TransactionIndex
 from wire.exceptions import CorruptRecordError
 from wire.records import (
     CONTROL_ABORT,
@@ -324,24 +327,26 @@ class OffsetMap:
         return self._offsets.get(self._slot(key), -1)
 
 
-class AbortedTxn(NamedTuple):
-    producer_id: int
-    first_offset: int
-    last_offset: int
-
-
 class TransactionTracker:
     """Kafka's CleanedTransactionMetadata: walking the log in order, which transactional
-    batches belong to aborted transactions, and which markers no batch needs any more."""
+    batches belong to aborted transactions, and which markers no batch needs any more.
+    `cleaned_index`, when set, receives the entry of each ABORT marker kept for its batches."""
 
-    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
-        self._aborted = deque(sorted(aborted, key=lambda t: t.first_offset))
+    def __init__(self, aborted: Iterable[AbortedTxn] = ()) -> None:
+        self._aborted: list[tuple[int, AbortedTxn]] = []  # a heap by first offset
         self._ongoing_committed: set[int] = set()
-        self._ongoing_aborted: dict[int, bool] = {}  # producer id -> a batch of it was seen
+        self._ongoing_aborted: dict[int, list] = {}  # producer id -> [its AbortedTxn, a batch of it was seen]
+        self.cleaned_index: TransactionIndex | None = None
+        self.add_aborted(aborted)
+
+    def add_aborted(self, aborted: Iterable[AbortedTxn]) -> None:
+        for txn in aborted:
+            heapq.heappush(self._aborted, (txn.first_offset, txn))
 
     def _consume_aborted_up_to(self, offset: int) -> None:
-        while self._aborted and self._aborted[0].first_offset <= offset:
-            self._ongoing_aborted.setdefault(self._aborted.popleft().producer_id, False)
+        while self._aborted and self._aborted[0][0] <= offset:
+            txn = heapq.heappop(self._aborted)[1]
+            self._ongoing_aborted.setdefault(txn.producer_id, [txn, False])
 
     def on_control_batch(self, header: BatchHeader, control_type: int | None) -> bool:
         """Whether the marker may go (its transaction has no batch left); None: an emptied one."""
@@ -350,7 +355,12 @@ class TransactionTracker:
             return True
         producer_id = header.producer_id
         if control_type == CONTROL_ABORT:
-            return not self._ongoing_aborted.pop(producer_id, False)
+            ongoing = self._ongoing_aborted.pop(producer_id, None)
+            if ongoing is None or not ongoing[1]:
+                return True
+            if self.cleaned_index is not None:
+                self.cleaned_index.append(ongoing[0])
+            return False
         if control_type == CONTROL_COMMIT:
             if producer_id in self._ongoing_committed:
                 self._ongoing_committed.discard(producer_id)
@@ -363,8 +373,9 @@ class TransactionTracker:
         self._consume_aborted_up_to(header.last_offset)
         if not header.is_transactional:
             return False
-        if header.producer_id in self._ongoing_aborted:
-            self._ongoing_aborted[header.producer_id] = True
+        ongoing = self._ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
             return True
         self._ongoing_committed.add(header.producer_id)
         return False
@@ -479,12 +490,11 @@ class Cleaner:
             segments, config, truncations = log.segments, log.config, log.truncation_count
             producers = log.last_records_of_active_producers()
         upper = to_clean.first_uncleanable_offset
-        aborted = self._aborted_transactions(log, segments)
-        self._build_offset_map(log, segments, to_clean.first_dirty_offset, upper, aborted)
+        self._build_offset_map(log, segments, to_clean.first_dirty_offset, upper)
         end = self.offset_map.latest_offset + 1
         if end <= to_clean.first_dirty_offset:
             return to_clean.first_dirty_offset
-        state = _Round(log, config, producers, TransactionTracker(aborted), upper, truncations, now)
+        state = _Round(log, config, producers, TransactionTracker(), upper, truncations, now)
         for group in group_segments_by_size(
             log_segments(segments, 0, end), config.segment_bytes, config.max_index_size, upper
         ):
@@ -507,35 +517,37 @@ class Cleaner:
         finally:
             os.close(fd)
 
-    def _aborted_transactions(self, log: PartitionLog, segments: Sequence[LogSegment]) -> list[AbortedTxn]:
-        """Aborted transactions with their offsets, from the batch headers (kbroker keeps no
-        `.txnindex`): a producer's transactional batches up to an ABORT marker."""
-        open_first: dict[int, int] = {}
-        aborted: list[AbortedTxn] = []
-        for segment in segments:
-            with self._open(log, segment) as source:
-                for header, data in _batches(source, self.config.read_chunk, headers_only=True):
-                    self._check_done()
-                    if header.producer_id < 0:
-                        continue
-                    if header.is_control:
-                        first = open_first.pop(header.producer_id, None)
-                        assert data is not None
-                        if first is not None and control_type(data, header) == CONTROL_ABORT:
-                            aborted.append(AbortedTxn(header.producer_id, first, header.last_offset))
-                    elif header.is_transactional:
-                        open_first.setdefault(header.producer_id, header.base_offset)
-        return aborted
+    @staticmethod
+    def _aborted_transactions(log: PartitionLog, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, end), from the `.txnindex` files (Kafka's
+        collectAbortedTransactions)."""
+        with log.lock:
+            if log.closed:
+                raise CleaningAbortedError(f"{log.dir.name} was closed during its cleaning")
+            return log.collect_aborted_transactions(start, end)
+
+    @classmethod
+    def _segment_aborted_transactions(cls, log: PartitionLog, group: list[LogSegment], i: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping group[i] (up to the next segment of the group, or its own
+        end), as Kafka's cleanSegments collects them."""
+        segment = group[i]
+        with log.lock:
+            if i + 1 < len(group):
+                upper = group[i + 1].base_offset
+            else:
+                try:
+                    upper = segment.read_next_offset()
+                except (ValueError, OSError) as exc:
+                    raise CleaningAbortedError(f"{segment.log_path} went away: {exc}") from None
+            return cls._aborted_transactions(log, segment.base_offset, upper)
 
     # --- the offset map ----------------------------------------------------------------------
 
-    def _build_offset_map(
-        self, log: PartitionLog, segments: Sequence[LogSegment], start: int, end: int, aborted: list[AbortedTxn]
-    ) -> None:
+    def _build_offset_map(self, log: PartitionLog, segments: Sequence[LogSegment], start: int, end: int) -> None:
         offset_map = self.offset_map
         offset_map.clear()
         dirty = log_segments(segments, start, end)
-        transactions = TransactionTracker(aborted)
+        transactions = TransactionTracker(self._aborted_transactions(log, start, end))
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             with self._open(log, segment, start if segment.base_offset < start else None) as source:
@@ -566,7 +578,7 @@ class Cleaner:
         """Recopy the group into one `.cleaned` segment and swap it in."""
         log, config = state.log, state.config
         base = group[0].base_offset
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             (log.dir / f"{segment_name(base)}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
         cleaned = LogSegment(
             log.dir,
@@ -575,9 +587,12 @@ class Cleaner:
             max_index_size=config.max_index_size,
             file_suffix=CLEANED_SUFFIX,
         )
+        state.transactions.cleaned_index = cleaned.txn_index
         try:
             last_modified = 0
-            for segment in group:
+            for i, segment in enumerate(group):
+                # the whole segment's range: its aborted transactions are rebuilt into the cleaned index
+                state.transactions.add_aborted(self._segment_aborted_transactions(log, group, i))
                 with self._open(log, segment) as source:
                     last_modified = source.last_modified_ms
                     for header, data in _batches(source, self.config.read_chunk):

@@ -31,6 +31,7 @@ __all__ = [
     "RecordError",
     "RecordTooLargeError",
     "RecordValidationError",
+    "TransactionCoordinatorFencedError",
     "UnsupportedMessageFormatError",
 ]
 
@@ -151,6 +152,13 @@ class InvalidTxnStateError(LogError):
     """A non-transactional batch from a producer whose transaction is still open."""
 
     error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A COMMIT/ABORT marker whose coordinator epoch is below the one stored for its producer: it comes
+    from a transaction coordinator that has since been replaced (Kafka's TransactionCoordinatorFencedException)."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class CorruptSnapshotError(LogError):

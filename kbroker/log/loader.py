@@ -9,6 +9,13 @@ batch by batch; the first bad batch ends the log, later segments are deleted, in
 rebuilt. A segment whose index is missing or fails its sanity check is rebuilt either way.
 The same directory scan lists the `.snapshot` producer-state files for the log to load.
 
+Recovering a segment also rebuilds its `.txnindex`, which needs the producers' open
+transactions as of the segment's start, as Kafka's recoverSegment does: a producer state of
+its own is loaded from the latest snapshot at or below the segment's base offset and caught
+up by replaying the batches in between; it then follows the segment's batches (and those of
+the segments recovered right after it), and a snapshot is taken at the end of each recovered
+segment so that the log's own producer state replays nothing twice.
+
 Leftovers of the log cleaner are settled first, as Kafka's LogLoader does: `*.deleted` files
 go; `*.cleaned` files (a cleaning that never reached its swap) go, and so does any `*.swap`
 at or above the lowest `.cleaned` base offset; each remaining `<base>.log.swap` is a cleaned
@@ -18,14 +25,16 @@ deleted and the `.swap` files renamed into place.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbroker.log.checkpoints import fsync_dir
 from kbroker.log.config import LogConfig
-from kbroker.log.producer_state import parse_snapshot_name
+from kbroker.log.producer_state import ProducerStateManager, parse_snapshot_name
 from kbroker.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -33,14 +42,15 @@ from kbroker.log.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
 )
 from wire.exceptions import DecodeError
 from wire.records import HEADER_SIZE, MIN_BATCH_LENGTH, read_batch_header
 
-__all__ = ["LoadedLog", "load_segments", "segment_file_names"]
+__all__ = ["LoadedLog", "load_segments", "replay_producer_state", "segment_file_names"]
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _SEGMENT_FILE_ANY_STATE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.\w+)?$")
 
 
@@ -154,8 +164,69 @@ def _open_segment(directory: Path, base: int, config: LogConfig, now_ms: int) ->
     )
 
 
+def replay_producer_state(state: ProducerStateManager, segments: Sequence[LogSegment], start: int,
+                          end: int | None = None) -> None:
+    """Feed `state` every batch ending at or after `start` (and starting below `end`), reading the marker
+    of each control batch. A damaged header ends the replay: what was read is kept (the segments are
+    trusted here; producers missing from the table are accepted at any sequence anyway)."""
+    bases = [s.base_offset for s in segments]
+    first = max(0, bisect.bisect_right(bases, start) - 1)
+    try:
+        for segment in segments[first:]:
+            if end is not None and segment.base_offset >= end:
+                return
+            position = segment.position_of(start) if segment.base_offset < start else 0
+            for batch_position, header in segment.batch_headers(position):
+                if end is not None and header.base_offset >= end:
+                    return
+                if header.last_offset < start:
+                    continue
+                marker = None
+                if header.is_control and header.producer_id >= 0:
+                    marker = segment.end_txn_marker_at(batch_position, header)
+                state.replay(header, marker)
+    except DecodeError:
+        pass
+
+
+class _RecoveryProducers:
+    """Producer states for recovering segments, one per run of consecutive recovered segments (see the
+    module docstring)."""
+
+    def __init__(self, directory: Path, config: LogConfig, snapshots: Sequence[int], log_start_offset: int,
+                 now_ms: int) -> None:
+        self.directory, self.config, self.now_ms = directory, config, now_ms
+        self.snapshots, self.log_start_offset = list(snapshots), log_start_offset
+        self.used = False
+        self._state: ProducerStateManager | None = None
+        self._next_index = -1  # the segment the current state has reached the start of
+
+    def at(self, segments: Sequence[LogSegment], index: int) -> ProducerStateManager:
+        """The producer state as of segments[index]'s base offset."""
+        if self._state is not None and self._next_index == index:
+            return self._state
+        base = segments[index].base_offset
+        state = ProducerStateManager(self.directory, [s for s in self.snapshots if s <= base],
+                                     self.config.producer_id_expiration_ms)
+        state.truncate_and_reload(self.log_start_offset, base, self.now_ms)
+        start = max(state.map_end_offset, self.log_start_offset)
+        if start < base:
+            replay_producer_state(state, segments[:index], start, base)
+        state.update_map_end_offset(base)
+        self._state, self.used = state, True
+        return state
+
+    def recovered(self, index: int) -> None:
+        """segments[index] was recovered with the current state: snapshot it (Kafka does, so no later
+        step replays the segment again); the state goes on with the next segment."""
+        assert self._state is not None
+        if self._state.take_snapshot() is not None:
+            self.snapshots.append(self._state.map_end_offset)
+        self._next_index = index + 1
+
+
 def _recover(
-    segments: list[LogSegment], recovery_point: int, had_clean_shutdown: bool
+    segments: list[LogSegment], recovery_point: int, had_clean_shutdown: bool, producers: _RecoveryProducers
 ) -> tuple[list[LogSegment], int]:
     """Recover the segments that need it; a truncated unflushed segment ends the log."""
     truncated_total = 0
@@ -164,7 +235,8 @@ def _recover(
         unflushed = not had_clean_shutdown and (following is None or following.base_offset > recovery_point)
         if not (unflushed or segment.needs_recovery):
             continue
-        truncated = segment.recover()
+        truncated = segment.recover(producers.at(segments, i))
+        producers.recovered(i)
         truncated_total += truncated
         if truncated and unflushed and following is not None:
             for later in segments[i + 1 :]:
@@ -172,6 +244,10 @@ def _recover(
                 later.delete()
             return segments[: i + 1], truncated_total
     return segments, truncated_total
+
+
+def _snapshot_offsets(directory: Path) -> list[int]:
+    return sorted(o for o in (parse_snapshot_name(p.name) for p in directory.iterdir()) if o is not None)
 
 
 def load_segments(
@@ -189,15 +265,19 @@ def load_segments(
     segments = [_open_segment(directory, base, config, now_ms) for base in bases]
     if not segments:
         segments = [_open_segment(directory, max(log_start_offset, 0), config, now_ms)]
-    segments, truncated = _recover(segments, recovery_point, had_clean_shutdown)
+    producers = _RecoveryProducers(directory, config, snapshots, log_start_offset, now_ms)
+    segments, truncated = _recover(segments, recovery_point, had_clean_shutdown, producers)
     active = segments[-1]
     active.resize_indexes(config.max_index_size)
     try:
         log_end_offset = active.read_next_offset()
     except DecodeError:  # a damaged header in a "clean" active segment: recover it after all
-        truncated += active.recover()
+        truncated += active.recover(producers.at(segments, len(segments) - 1))
+        producers.recovered(len(segments) - 1)
         active.resize_indexes(config.max_index_size)
         log_end_offset = active.read_next_offset()
+    if producers.used:  # snapshots were taken (and corrupt ones deleted) on the way
+        snapshots = _snapshot_offsets(directory)
     if had_clean_shutdown and not truncated:
         recovery_point = log_end_offset
     else:
@@ -206,7 +286,7 @@ def load_segments(
     return LoadedLog(segments, log_end_offset, recovery_point, log_start_offset, truncated, snapshots)
 
 
-def segment_file_names(base_offset: int) -> tuple[str, str, str]:
-    """The `.log`, `.index` and `.timeindex` names of a segment."""
+def segment_file_names(base_offset: int) -> tuple[str, str, str, str]:
+    """The `.log`, `.index`, `.timeindex` and `.txnindex` names of a segment."""
     stem = f"{base_offset:020d}"
-    return stem + LOG_SUFFIX, stem + INDEX_SUFFIX, stem + TIME_INDEX_SUFFIX
+    return stem + LOG_SUFFIX, stem + INDEX_SUFFIX, stem + TIME_INDEX_SUFFIX, stem + TXN_INDEX_SUFFIX

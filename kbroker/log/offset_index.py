@@ -60,6 +60,12 @@ class OffsetIndex(FileIndex):
         slot = self._floor_slot(position, 1)
         return self._entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
 
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """Offset of the first entry at or after file position `position`, or None: where Kafka ends the
+        range a READ_COMMITTED fetch collects aborted transactions for (OffsetIndex.fetchUpperBoundOffset)."""
+        slot = self._floor_slot(position - 1, 1) + 1
+        return self._entry(slot).offset if slot < self._entries else None
+
     def append(self, offset: int, position: int) -> None:
         relative = self.relative_offset(offset)
         if self.is_full:

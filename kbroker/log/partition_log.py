@@ -15,6 +15,11 @@ produced batch's producer id, epoch and sequence before anything is written, ans
 retried batch with its original offsets instead of writing it twice, and is snapshotted to
 `<offset>.snapshot` at each roll and at clean close. Opening the log loads the latest
 snapshot at or below the log end and replays only the batch headers after it.
+
+Transactions (kbroker.log.transaction_index): an ABORT marker, appended by the coordinator,
+replicated or found again by recovery, adds its transaction to the active segment's `.txnindex`;
+READ_COMMITTED reads stop at the last stable offset and learn the aborted transactions of their
+range from those files (`read_with_aborted_transactions`, `collect_aborted_transactions`).
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ from kbroker.log.errors import (
 from kbroker.log.file_slice import FileSlice
 from kbroker.log.flusher import LogFlusher, PendingSync
 from kbroker.log.leader_epoch_cache import LeaderEpochCache
-from kbroker.log.loader import load_segments, segment_file_names
+from kbroker.log.loader import load_segments, replay_producer_state, segment_file_names
 from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
 from kbroker.log.record_validation import RecordRules
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
-from wire.exceptions import DecodeError, RecordLayoutError
+from kbroker.log.transaction_index import AbortedTxn
+from wire.exceptions import RecordLayoutError
 from wire.records import (
     CREATE_TIME,
     HEADER_SIZE,
@@ -201,8 +207,8 @@ class PartitionLog:
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self.truncated_on_load = loaded.truncated_bytes
-        self._high_watermark = self._log_start_offset
-        self.update_high_watermark(self._log_start_offset if high_watermark is None else high_watermark)
+        self._high_watermark = min(max(self._log_start_offset if high_watermark is None else high_watermark,
+                                       self._log_start_offset), self._leo)
         self._last_flush_ms = now
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._bound_cache: tuple[int, int, int] | None = None  # (offset bound, segment base, position)
@@ -212,6 +218,7 @@ class PartitionLog:
                                                self.config.producer_id_expiration_ms)
         self._producers.remove_stray_snapshots(self._bases)
         self._rebuild_producer_state(now, reload_from_clean_shutdown=had_clean_shutdown)
+        self._producers.on_high_watermark_updated(self._high_watermark)  # as Kafka's first HW update
         self._epochs = LeaderEpochCache.load(  # the batches are read only if the file must be rebuilt
             self.dir, self._log_start_offset, self._leo,
             lambda: (header for segment in self._segments for _, header in segment.batch_headers()))
@@ -253,8 +260,10 @@ class PartitionLog:
         return self._producers
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the HW, clamped to [log start offset, log end offset]; returns the value kept."""
+        """Set the HW, clamped to [log start offset, log end offset]; returns the value kept.
+        Completed transactions whose markers it passes stop holding the LSO back."""
         self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
+        self._producers.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
     # --- produce ------------------------------------------------------------------------
@@ -273,8 +282,10 @@ class PartitionLog:
         Raises CorruptRecordError, UnsupportedMessageFormatError (magic 0/1),
         RecordTooLargeError, RecordBatchTooLargeError, InvalidRecordError,
         RecordValidationError (records breaking Kafka's per-record rules), or the producer
-        state's InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError;
-        nothing is written unless every batch passes. A retried idempotent batch writes
+        state's InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError,
+        TransactionCoordinatorFencedError (a marker from an older coordinator epoch);
+        nothing is written unless every batch passes. An ABORT marker adds its transaction to
+        the active segment's `.txnindex`. A retried idempotent batch writes
         nothing and returns the original offsets with `duplicate=True`. `coordinator=True`
         is Kafka's COORDINATOR origin (group/transaction coordinators): control batches
         allowed, client-only rules (sequences, duplicates) skipped. `records` is not copied:
@@ -293,7 +304,7 @@ class PartitionLog:
         except RecordLayoutError as error:  # an intact batch whose records disagree with it: Kafka's INVALID_RECORD
             raise InvalidRecordError(str(error)) from None
         producers = self._producers.prepare(
-            headers, self._leo, now if self.config.log_append_time else None, client=not coordinator
+            headers, self._leo, now if self.config.log_append_time else None, client=not coordinator, buf=view
         )
         if producers.duplicate is not None:
             return self._duplicate_info(producers.duplicate)
@@ -302,7 +313,9 @@ class PartitionLog:
         segment = self._maybe_roll(len(view), info, now)
         segment.append(pieces, info.last_offset, info.max_timestamp, info.offset_of_max_timestamp)
         self._leo = info.last_offset + 1
-        self._producers.commit(producers, self._leo)
+        aborted = self._producers.commit(producers, self._leo)
+        if aborted:
+            self._add_aborted(segment, aborted)
         self._maybe_flush(now)
         return info
 
@@ -311,7 +324,8 @@ class PartitionLog:
         self, records: bytes | bytearray | memoryview, now_ms: int | None = None
     ) -> AppendInfo | None:
         """Replication: write batches exactly as another log holds them (offsets, leader epochs and
-        timestamps kept), as Kafka's appendAsFollower. A trailing partial batch (a fetch cut at its byte
+        timestamps kept), as Kafka's appendAsFollower; markers end transactions as on the leader, but
+        older epochs are logged, not refused (REPLICATION origin). A trailing partial batch (a fetch cut at its byte
         limit) is left for the next fetch; None when no whole batch came. Raises CorruptRecordError for a
         damaged batch and ValueError for one starting below the log end (nothing is written then)."""
         self._check_open()
@@ -334,14 +348,22 @@ class PartitionLog:
         newest = max(headers, key=lambda h: h.max_timestamp)
         info = AppendInfo(first, last, NO_TIMESTAMP, newest.max_timestamp, sum(h.record_count for h in headers),
                           newest.base_offset + newest.last_offset_delta, self._log_start_offset, position)
-        producers = self._producers.prepare(headers, first, None, client=False)
+        producers = self._producers.prepare(headers, first, None, client=False, replication=True, buf=whole)
         self._epochs.assign_appended(None, headers, first)
         segment = self._maybe_roll(position, info, now)
         segment.append(whole, last, info.max_timestamp, info.offset_of_max_timestamp)
         self._leo = last + 1
-        self._producers.commit(producers, self._leo)
+        aborted = self._producers.commit(producers, self._leo)
+        if aborted:
+            self._add_aborted(segment, aborted)
         self._maybe_flush(now)
         return info
+
+    def _add_aborted(self, segment: LogSegment, aborted: Sequence[AbortedTxn]) -> None:
+        """Write aborted transactions to the `.txnindex` of the segment their markers went to."""
+        for txn in aborted:
+            if segment.txn_index.append(txn):
+                self._dir_dirty = True  # a new file: the next flush syncs the directory too
 
     def _duplicate_info(self, original: BatchMetadata) -> AppendInfo:
         """Kafka's answer to a retried batch: its original offsets, and its timestamp as the
@@ -513,6 +535,8 @@ class PartitionLog:
                 continue
             for index in (segment.offset_index, segment.time_index):
                 sync.add_path(index.path, segment, data_only=True)
+            if segment.txn_index.exists:
+                sync.add_path(segment.txn_index.path, segment, data_only=True)
         if snapshot is not None:
             sync.add_path(snapshot, snapshot, missing_ok=True)  # deleted meanwhile: nothing to keep
         if self._dir_dirty:  # left set: an explicit flush meanwhile must not skip the directory
@@ -604,6 +628,34 @@ class PartitionLog:
         fits; OffsetOutOfRangeError outside [log start offset, log end offset]. Reads stop at a
         segment's end.
         """
+        return self._read(offset, max_bytes, max_offset_exclusive, min_one_batch)[0]
+
+    @_locked
+    def read_with_aborted_transactions(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> tuple[FileSlice | None, list[AbortedTxn]]:
+        """`read`, plus the aborted transactions a READ_COMMITTED fetch reports with it (Kafka's
+        addAbortedTransactions): those overlapping [offset, upper bound), the upper bound being the first
+        offset index entry at or past the end of the bytes returned, else the next segment's base offset,
+        else the log end. No records, no transactions."""
+        found, index = self._read(offset, max_bytes, max_offset_exclusive, min_one_batch)
+        if found is None:
+            return None, []
+        segment = self._segments[index]
+        upper = segment.fetch_upper_bound_offset(found.position, len(found))
+        if upper is None:
+            upper = self._segments[index + 1].base_offset if index + 1 < len(self._segments) else self._leo
+        return found, self._collect_aborted(offset, upper, index)
+
+    def _read(
+        self, offset: int, max_bytes: int, max_offset_exclusive: int | None, min_one_batch: bool
+    ) -> tuple[FileSlice | None, int]:
+        """(what `read` returns, index of the segment it came from)."""
         self._check_open()
         leo = self._leo
         if offset < self._log_start_offset or offset > leo:
@@ -612,16 +664,16 @@ class PartitionLog:
             )
         bound = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
         if offset >= bound:
-            return None
+            return None, -1
         first = max(0, bisect.bisect_right(self._bases, offset) - 1)
         for i in range(first, len(self._segments)):
             segment = self._segments[i]
             if segment.base_offset >= bound:
-                return None
+                return None, -1
             found = segment.read(offset, max_bytes, self._max_position(i, bound), min_one_batch)
             if found is not None:
-                return found if len(found) else None  # empty: the next batch is here but does not fit
-        return None
+                return (found, i) if len(found) else (None, -1)  # empty: the next batch is here but does not fit
+        return None, -1
 
     def _max_position(self, index: int, bound: int) -> int | None:
         """Byte cap in segment `index` so that only batches ending below `bound` are read."""
@@ -712,6 +764,7 @@ class PartitionLog:
         self._high_watermark = max(self._high_watermark, offset)
         self._recovery_point = max(self._recovery_point, offset)
         self._epochs.truncate_from_start(offset)
+        self._producers.on_log_start_offset_incremented(offset)
 
     @_locked
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -826,6 +879,8 @@ class PartitionLog:
         self._epochs.truncate_from_end(self._leo)
         self._after_truncation()
         self._rebuild_producer_state(now)
+        if self._high_watermark >= self._leo:  # Kafka's truncateTo: the HW is set again at the new end
+            self._producers.on_high_watermark_updated(self._high_watermark)
         self.purge_deleted(now)
         return True
 
@@ -876,18 +931,8 @@ class PartitionLog:
             self._dir_dirty = True
 
     def _replay_producer_state(self, start: int) -> None:
-        """Feed the producer state the headers of every batch ending at or after `start`."""
-        first = max(0, bisect.bisect_right(self._bases, start) - 1)
-        try:
-            for segment in self._segments[first:]:
-                position = segment.position_of(start) if segment.base_offset < start else 0
-                for _, header in segment.batch_headers(position):
-                    if header.last_offset >= start:
-                        self._producers.replay(header)
-        except DecodeError:
-            # a damaged header in a segment trusted after a clean shutdown: keep what was
-            # read; producers missing from the table are accepted at any sequence anyway
-            pass
+        """Feed the producer state the headers (and markers) of every batch ending at or after `start`."""
+        replay_producer_state(self._producers, self._segments, start)
 
     # --- compaction (kbroker.log.cleaner calls these holding `lock`) ----------------------
 
@@ -902,11 +947,38 @@ class PartitionLog:
         return point
 
     @property
+    def first_unstable_offset(self) -> int | None:
+        """Kafka's firstUnstableOffset: the first offset of the oldest transaction still open or whose
+        marker the high watermark has not passed (never below the log start offset); None if none."""
+        first = self._producers.first_unstable_offset
+        return None if first is None else max(first, self._log_start_offset)
+
+    @property
     def last_stable_offset(self) -> int:
-        """Kafka's LSO: the high watermark, or the first offset of the oldest open transaction."""
-        open_txns = [e.current_txn_first_offset for e in self._producers.producers.values()
-                     if e.current_txn_first_offset >= 0]
-        return min([self._high_watermark, *open_txns])
+        """Kafka's LSO: the first unstable offset when it is below the high watermark, else the high
+        watermark. READ_COMMITTED consumers read below it."""
+        first = self._producers.first_unstable_offset
+        if first is None:
+            return self._high_watermark
+        first = max(first, self._log_start_offset)
+        return first if first < self._high_watermark else self._high_watermark
+
+    @_locked
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), from the `.txnindex`
+        files (Kafka's UnifiedLog.collectAbortedTransactions): those of the segment holding `start_offset`
+        and of later ones, until an entry's LSO shows no later abort can overlap the range."""
+        first = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        return self._collect_aborted(start_offset, upper_bound_offset, first)
+
+    def _collect_aborted(self, start_offset: int, upper_bound_offset: int, first: int) -> list[AbortedTxn]:
+        found: list[AbortedTxn] = []
+        for segment in self._segments[first:]:
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found += result.aborted
+            if result.complete:
+                break
+        return found
 
     def last_records_of_active_producers(self) -> dict[int, LastRecord]:
         """Per producer id still in the producer state, what compaction must keep of it."""

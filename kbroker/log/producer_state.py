@@ -17,8 +17,19 @@ by batch, in order, as Kafka 3.9's ProducerAppendInfo does:
 
 Transactional batches get the same checks and also open a transaction (its first offset is
 kept for the snapshot); a non-transactional batch while one is open is INVALID_TXN_STATE.
-Control batches (markers, coordinator origin) only move the epoch up and close the
-transaction; the coordinator epoch inside a marker is not parsed yet (it stays as stored).
+A COMMIT/ABORT marker (coordinator or replication origin) may move the epoch up, stores its
+coordinator epoch and closes the transaction; from the coordinator, a marker whose coordinator
+epoch is below the stored one is TRANSACTION_COORDINATOR_FENCED, and one whose producer epoch is
+below the stored one INVALID_PRODUCER_EPOCH (replication only logs both, as Kafka). An emptied
+control batch (the cleaner removed its record) changes nothing.
+
+Transactions and the last stable offset, as Kafka's ProducerStateManager: open transactions are
+kept by first offset (`ongoing`); a completed one stays "unreplicated" until the high watermark
+passes its marker, so the first unstable offset (the smallest first offset of either) keeps
+READ_COMMITTED consumers below a marker until every ISR member has it. When a marker completes a
+transaction, the LSO written to the `.txnindex` for an abort is the first offset of the oldest
+open transaction of another producer, else the marker's offset + 1 (`commit` and `replay` return
+those entries; the log writes them).
 
 Snapshots are Kafka's files, `<20-digit offset>.snapshot` = the state of every producer
 after all batches below that offset: int16 version (1), uint32 CRC-32C of everything after
@@ -30,6 +41,7 @@ after a restart only a retry of that batch is recognised as a duplicate.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import struct
@@ -47,20 +59,33 @@ from kbroker.log.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
-from wire.records import BatchHeader
+from kbroker.log.transaction_index import AbortedTxn
+from wire.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    LOG_OVERHEAD,
+    BatchHeader,
+    iter_records,
+    parse_control_key,
+    parse_end_txn_value,
+)
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "PRODUCER_ID_EXPIRATION_MS",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
+    "CompletedTxn",
+    "EndTxnMarker",
     "ProducerAppend",
     "ProducerStateEntry",
     "ProducerStateManager",
     "decode_snapshot",
     "encode_snapshot",
     "parse_snapshot_name",
+    "read_end_txn_marker",
     "snapshot_name",
 ]
 
@@ -77,6 +102,8 @@ _SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 _HEAD = struct.Struct(">hIi")  # version, crc, entry count
 _CRC_START = 6  # the CRC covers the entry count and the entries
 _ENTRY = struct.Struct(">qhiqiqiq")  # see the module docstring for the field names
+
+log = logging.getLogger(__name__)
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -174,11 +201,30 @@ class ProducerStateEntry:
         return None
 
 
+class EndTxnMarker(NamedTuple):
+    """What a COMMIT/ABORT control record says (Kafka's EndTransactionMarker)."""
+
+    aborted: bool
+    coordinator_epoch: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended: its producer, first offset, the marker's offset, and how it ended."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 class ProducerAppend(NamedTuple):
-    """The outcome of checking one request: staged entries to commit, or the duplicate found."""
+    """The outcome of checking one request: staged entries to commit, or the duplicate found; and, in
+    batch order, the transactions it starts (first offset, producer id) and those its markers end."""
 
     updates: dict[int, ProducerStateEntry]
     duplicate: BatchMetadata | None = None
+    started: Sequence[tuple[int, int]] = ()
+    completed: Sequence[CompletedTxn] = ()
 
 
 _NOTHING = ProducerAppend({})
@@ -186,6 +232,18 @@ _NOTHING = ProducerAppend({})
 
 def _last_sequence(header: BatchHeader) -> int:
     return increment_sequence(header.base_sequence, header.last_offset_delta)
+
+
+def read_end_txn_marker(batch: bytes | bytearray | memoryview, position: int = 0) -> EndTxnMarker | None:
+    """The marker of the control batch at `position`, or None when the cleaner emptied the batch or
+    its record is another control type. Raises DecodeError (CorruptRecordError) for a malformed one."""
+    record = next(iter(iter_records(batch, position)), None)
+    if record is None:
+        return None
+    control_type = parse_control_key(record.key)
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return EndTxnMarker(control_type == CONTROL_ABORT, parse_end_txn_value(record.value))
 
 
 # --- snapshot files -----------------------------------------------------------------------
@@ -282,6 +340,12 @@ class ProducerStateManager:
         self.dir = Path(directory)
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # open transactions, first offset -> producer id; kept in ascending first offset (a transaction
+        # always starts above every open one), so the first key is the oldest
+        self._ongoing: dict[int, int] = {}
+        # completed transactions whose marker the high watermark has not passed: first offset -> (producer
+        # id, marker offset)
+        self._unreplicated: dict[int, tuple[int, int]] = {}
         self._snapshots: list[int] = sorted(set(snapshot_offsets))
         self._map_end_offset = 0
         self._last_snap_offset = 0
@@ -305,6 +369,61 @@ class ProducerStateManager:
     def latest_snapshot_offset(self) -> int | None:
         return self._snapshots[-1] if self._snapshots else None
 
+    # --- transactions -----------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Kafka's firstUnstableOffset: the first offset of the oldest transaction that is open or whose
+        marker the high watermark has not passed yet; None when there is none."""
+        if not self._unreplicated:
+            return next(iter(self._ongoing), None)
+        first = min(self._unreplicated)
+        if self._ongoing:
+            return min(first, next(iter(self._ongoing)))
+        return first
+
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Open transactions, first offset -> producer id, oldest first (read-only)."""
+        return MappingProxyType(self._ongoing)
+
+    def last_stable_offset_of(self, txn: CompletedTxn) -> int:
+        """The LSO written with an aborted transaction (Kafka's lastStableOffset(completedTxn)): the first
+        offset of the oldest open transaction of another producer, else the marker's offset + 1."""
+        for first_offset, producer_id in self._ongoing.items():
+            if producer_id != txn.producer_id:
+                return first_offset
+        return txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        """The transaction is no longer open; it holds the LSO back until the high watermark passes it."""
+        self._ongoing.pop(txn.first_offset, None)
+        self._unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark."""
+        if self._unreplicated:
+            self._remove_unreplicated_below(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Completed transactions whose marker went with the log's start are no longer unstable."""
+        if self._unreplicated:
+            self._remove_unreplicated_below(log_start_offset)
+
+    def _remove_unreplicated_below(self, offset: int) -> None:
+        self._unreplicated = {first: txn for first, txn in self._unreplicated.items() if txn[1] >= offset}
+
+    def _complete_all(self, completed: Sequence[CompletedTxn]) -> list[AbortedTxn]:
+        """Complete the transactions in order, returning the `.txnindex` entries of the aborted ones, each
+        with the LSO of the moment just before it completed."""
+        aborted = []
+        for txn in completed:
+            if txn.aborted:
+                aborted.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                          self.last_stable_offset_of(txn)))
+            self.complete_txn(txn)
+        return aborted
+
     # --- the produce path -------------------------------------------------------------------
 
     def prepare(
@@ -314,19 +433,28 @@ class ProducerStateManager:
         append_time_ms: int | None = None,
         *,
         client: bool = True,
+        replication: bool = False,
+        buf: bytes | bytearray | memoryview | None = None,
     ) -> ProducerAppend:
         """Check a request's batches (to be written from `first_offset`) without changing anything.
 
         Returns the staged entries for `commit`, or the duplicate batch found (client
-        origin only). Raises InvalidProducerEpochError, OutOfOrderSequenceError or
-        InvalidTxnStateError. `append_time_ms` is set for LogAppendTime topics, whose
-        batches get that timestamp.
+        origin only). Raises InvalidProducerEpochError, OutOfOrderSequenceError,
+        InvalidTxnStateError or TransactionCoordinatorFencedError. `append_time_ms` is set for
+        LogAppendTime topics, whose batches get that timestamp. `replication`: a follower's
+        append, whose epochs are logged rather than refused. `buf` holds the batches one after
+        another (what `headers` were read from): a control batch's marker is read from it, and
+        without it a control batch counts as emptied.
         """
         updates: dict[int, ProducerStateEntry] | None = None
+        started: list[tuple[int, int]] | None = None
+        completed: list[CompletedTxn] | None = None
         offset = first_offset
+        position = 0
         for header in headers:
-            batch_first = offset
+            batch_first, batch_position = offset, position
             offset += header.last_offset_delta + 1
+            position += header.batch_length + LOG_OVERHEAD
             if header.producer_id < 0:
                 continue
             current = self._producers.get(header.producer_id)
@@ -343,51 +471,59 @@ class ProducerStateManager:
                 staged = current.copy() if current is not None else ProducerStateEntry(header.producer_id)
                 updates[header.producer_id] = staged
             timestamp = header.max_timestamp if append_time_ms is None else append_time_ms
-            self._check_and_stage(staged, current, header, batch_first, timestamp, client)
-        return _NOTHING if updates is None else ProducerAppend(updates)
+            if header.is_control:
+                marker = read_end_txn_marker(buf, batch_position) if buf is not None else None
+                if marker is None:
+                    continue  # an emptied control batch: Kafka changes nothing for it
+                done = _end_transaction(staged, header, marker, batch_first, timestamp, replication)
+                if done is not None:
+                    completed = [] if completed is None else completed
+                    completed.append(done)
+                continue
+            _check_epoch(staged, header, batch_first, replication)
+            if client:
+                _check_sequence(staged, current, header, batch_first)
+            if _stage_data_batch(staged, header, batch_first, timestamp):
+                started = [] if started is None else started
+                started.append((batch_first, header.producer_id))
+        if updates is None:
+            return _NOTHING
+        return ProducerAppend(updates, None, started or (), completed or ())
 
-    def _check_and_stage(
-        self,
-        staged: ProducerStateEntry,
-        current: ProducerStateEntry | None,
-        header: BatchHeader,
-        first_offset: int,
-        timestamp: int,
-        client: bool,
-    ) -> None:
-        if header.producer_epoch < staged.producer_epoch:
-            raise InvalidProducerEpochError(
-                f"epoch {header.producer_epoch} of producer {header.producer_id} at offset {first_offset} "
-                f"is below the last seen epoch {staged.producer_epoch}"
-            )
-        if header.is_control:
-            _end_transaction(staged, header.producer_epoch, timestamp)
-            return
-        if client:
-            _check_sequence(staged, current, header, first_offset)
-        _stage_data_batch(staged, header, first_offset, timestamp)
-
-    def commit(self, append: ProducerAppend, end_offset: int) -> None:
-        """Make a written request's staged entries current; the table now reaches `end_offset`."""
-        if append.updates:
-            self._producers.update(append.updates)
+    def commit(self, append: ProducerAppend, end_offset: int) -> Sequence[AbortedTxn]:
+        """Make a written request's staged entries current; the table now reaches `end_offset`. Returns
+        the `.txnindex` entries of the transactions its ABORT markers ended, for the log to write (after
+        the request's transactions started, then in marker order, as Kafka's append)."""
         self._map_end_offset = end_offset
+        if not append.updates:
+            return ()
+        self._producers.update(append.updates)
+        for first_offset, producer_id in append.started:
+            self._ongoing[first_offset] = producer_id
+        return self._complete_all(append.completed) if append.completed else ()
 
     def update_map_end_offset(self, offset: int) -> None:
         self._map_end_offset = offset
 
-    def replay(self, header: BatchHeader) -> None:
-        """Apply one batch already in the log (loading), without checks, as Kafka's
-        replication origin does. `header.base_offset` must be the batch's real offset."""
+    def replay(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> AbortedTxn | None:
+        """Apply one batch already in the log (loading, recovery), without checks, as Kafka's
+        replication origin does; `marker` is a control batch's (None: an emptied one).
+        `header.base_offset` must be the batch's real offset. Returns the `.txnindex` entry when
+        the batch is an ABORT marker ending a transaction (recovery writes it)."""
         if header.producer_id < 0:
-            return
+            return None
         entry = self._producers.get(header.producer_id)
         if entry is None:
             entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         if header.is_control:
-            _end_transaction(entry, header.producer_epoch, header.max_timestamp)
-        else:
-            _stage_data_batch(entry, header, header.base_offset, header.max_timestamp, check_txn=False)
+            if marker is None:
+                return None
+            done = _end_transaction(entry, header, marker, header.base_offset, header.max_timestamp, True)
+            aborted = self._complete_all((done,)) if done is not None else ()
+            return aborted[0] if aborted else None
+        if _stage_data_batch(entry, header, header.base_offset, header.max_timestamp, check_txn=False):
+            self._ongoing[header.base_offset] = header.producer_id
+        return None
 
     # --- expiry -------------------------------------------------------------------------
 
@@ -440,6 +576,8 @@ class ProducerStateManager:
         if log_end_offset == self._map_end_offset:
             return
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()  # the new end is at or below the high watermark (Kafka's reasoning)
         self._load_latest_snapshot(log_start_offset, now_ms)
 
     def _load_latest_snapshot(self, log_start_offset: int, now_ms: int) -> None:
@@ -454,13 +592,17 @@ class ProducerStateManager:
             self._producers = {
                 e.producer_id: e for e in entries if not _is_expired(e, now_ms, self.expiration_ms)
             }
+            self._ongoing = dict(sorted((e.current_txn_first_offset, e.producer_id)
+                                        for e in self._producers.values() if e.current_txn_first_offset >= 0))
             self._map_end_offset = self._last_snap_offset = offset
             return
         self._map_end_offset = self._last_snap_offset = log_start_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """An emptied log: no producers, no snapshots, the table starts at `offset`."""
+        """An emptied log: no producers, no transactions, no snapshots, the table starts at `offset`."""
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         for snapshot in list(self._snapshots):
             self.delete_snapshot(snapshot)
         self._last_snap_offset = 0
@@ -492,10 +634,20 @@ def _check_sequence(
         )
 
 
+def _check_epoch(entry: ProducerStateEntry, header: BatchHeader, offset: int, replication: bool) -> None:
+    """Kafka's checkProducerEpoch: a lower epoch is refused, except from replication (logged)."""
+    if header.producer_epoch < entry.producer_epoch:
+        message = (f"epoch {header.producer_epoch} of producer {header.producer_id} at offset {offset} "
+                   f"is below the last seen epoch {entry.producer_epoch}")
+        if not replication:
+            raise InvalidProducerEpochError(message)
+        log.warning("%s (replicated as the leader wrote it)", message)
+
+
 def _stage_data_batch(
     entry: ProducerStateEntry, header: BatchHeader, first_offset: int, timestamp: int, *, check_txn: bool = True
-) -> None:
-    """Record a data batch in `entry`, opening a transaction if it is the first transactional one."""
+) -> bool:
+    """Record a data batch in `entry`; True when it opens a transaction (the first transactional one)."""
     delta = header.last_offset_delta
     entry.add_batch(header.producer_epoch, _last_sequence(header), first_offset + delta, delta, timestamp)
     in_txn = entry.current_txn_first_offset >= 0
@@ -506,10 +658,28 @@ def _stage_data_batch(
         )
     if not in_txn and header.is_transactional:
         entry.current_txn_first_offset = first_offset
+        return True
+    return False
 
 
-def _end_transaction(entry: ProducerStateEntry, epoch: int, timestamp: int) -> None:
-    """A COMMIT/ABORT marker: the epoch may move up, the open transaction (if any) ends."""
-    entry.maybe_update_epoch(epoch)
+def _end_transaction(
+    entry: ProducerStateEntry, header: BatchHeader, marker: EndTxnMarker, offset: int, timestamp: int,
+    replication: bool,
+) -> CompletedTxn | None:
+    """A COMMIT/ABORT marker at `offset` (Kafka's appendEndTxnMarker): epochs checked, the coordinator
+    epoch stored, the epoch may move up, the open transaction ends. Returns it, or None when the
+    producer had none open (a marker without data changes no LSO and no index)."""
+    _check_epoch(entry, header, offset, replication)
+    if entry.coordinator_epoch > marker.coordinator_epoch:
+        message = (f"coordinator epoch {marker.coordinator_epoch} of the marker of producer {header.producer_id} "
+                   f"at offset {offset} is below the current one {entry.coordinator_epoch} (zombie coordinator)")
+        if not replication:
+            raise TransactionCoordinatorFencedError(message)
+        log.info("%s (replicated as the leader wrote it)", message)
+    first = entry.current_txn_first_offset
+    completed = CompletedTxn(header.producer_id, first, offset, marker.aborted) if first >= 0 else None
+    entry.maybe_update_epoch(header.producer_epoch)
     entry.current_txn_first_offset = -1
+    entry.coordinator_epoch = marker.coordinator_epoch
     entry.last_timestamp = timestamp
+    return completed

@@ -1,4 +1,4 @@
-"""One segment: `<base>.log` plus its `.index` and `.timeindex`, as Kafka lays them out.
+"""One segment: `<base>.log` plus its `.index`, `.timeindex` and `.txnindex`, as Kafka lays them out.
 
 The `.log` holds magic-2 batches exactly as produced, offsets patched in. The read path
 touches only 61-byte batch headers (`os.pread`) to find byte ranges; the bytes themselves
@@ -9,7 +9,8 @@ Descriptors: a segment that is written to (the active one, or one the cleaner is
 keeps its `.log` open until it stops being written (`on_become_inactive`) or closes. Any
 other segment opens its `.log` when read and parks the file in the shared, bounded LRU of
 kbroker.log._handles, so an idle old segment holds no descriptor. The indexes hold none
-either (kbroker.log._index), so a partition with one segment costs at most one descriptor.
+either (kbroker.log._index), so a partition with one segment costs at most one descriptor. The
+`.txnindex` (kbroker.log.transaction_index) exists only once a transaction was aborted here.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbroker.log._handles import HANDLES, SegmentFile, open_segment_file
 from kbroker.log.errors import CorruptIndexError, LogSegmentOffsetOverflowError
 from kbroker.log.file_slice import FileSlice
 from kbroker.log.offset_index import OffsetIndex
+from kbroker.log.producer_state import EndTxnMarker, read_end_txn_marker
 from kbroker.log.time_index import TimeIndex
+from kbroker.log.transaction_index import TransactionIndex, TxnIndexSearchResult
 from wire.exceptions import CorruptRecordError, DecodeError
 from wire.records import (
     HEADER_SIZE,
@@ -39,6 +43,9 @@ from wire.records import (
     validate_batch,
 )
 
+if TYPE_CHECKING:
+    from kbroker.log.producer_state import ProducerStateManager
+
 __all__ = [
     "CLEANED_SUFFIX",
     "DELETED_SUFFIX",
@@ -46,6 +53,7 @@ __all__ = [
     "LOG_SUFFIX",
     "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "LogSegment",
     "segment_name",
 ]
@@ -53,6 +61,7 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = OffsetIndex.SUFFIX
 TIME_INDEX_SUFFIX = TimeIndex.SUFFIX
+TXN_INDEX_SUFFIX = TransactionIndex.SUFFIX
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is still writing
 SWAP_SUFFIX = ".swap"  # a cleaned segment being swapped in (see kbroker.log.loader for crash recovery)
@@ -76,7 +85,7 @@ def _replace_suffix(path: Path, old: str, new: str) -> Path:
 
 
 class LogSegment:
-    """A `.log` file and its two indexes; appends, reads by offset, recovers, rolls."""
+    """A `.log` file and its indexes; appends, reads by offset, recovers, rolls."""
 
     def __init__(
         self,
@@ -88,7 +97,7 @@ class LogSegment:
         now_ms: int | None = None,
         file_suffix: str = "",
     ) -> None:
-        """`file_suffix` is appended to all three names (".cleaned" while the cleaner writes one)."""
+        """`file_suffix` is appended to every file name (".cleaned" while the cleaner writes one)."""
         stem = Path(directory) / segment_name(base_offset)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -107,6 +116,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             stem.with_name(stem.name + TIME_INDEX_SUFFIX + file_suffix), base_offset, max_index_size
         )
+        self.txn_index = TransactionIndex(stem.with_name(stem.name + TXN_INDEX_SUFFIX + file_suffix), base_offset)
         self.created_ms = _now_ms() if now_ms is None else now_ms
         self._rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry = 0
@@ -122,6 +132,7 @@ class LogSegment:
         try:
             self.offset_index.sanity_check(self._size)
             self.time_index.sanity_check()
+            self.txn_index.sanity_check()
         except CorruptIndexError:
             return True
         return False
@@ -195,7 +206,8 @@ class LogSegment:
         return self._max_timestamp if self._max_timestamp >= 0 else self.last_modified_ms
 
     def set_last_modified(self, ms: int) -> None:
-        """Set the mtime of the three files, as the cleaner does to keep a cleaned segment's age."""
+        """Set the mtime of the `.log` and its two offset/time indexes (not the `.txnindex`, as Kafka),
+        as the cleaner does to keep a cleaned segment's age."""
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             with contextlib.suppress(FileNotFoundError):
                 os.utime(path, ns=(time.time_ns(), ms * 1_000_000))
@@ -347,6 +359,20 @@ class LogSegment:
         """(position, header) of every batch from `start`: for tools (dump-log) and tests."""
         return self._scan(start, self._size)
 
+    def end_txn_marker_at(self, position: int, header: BatchHeader) -> EndTxnMarker | None:
+        """The COMMIT/ABORT marker of the control batch at `position` (None: an emptied one)."""
+        file = self._reader()
+        return read_end_txn_marker(os.pread(file.fileno(), header.size, position))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Aborted transactions of this segment's `.txnindex` overlapping [fetch_offset, upper_bound_offset)."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """Kafka's bound of the aborted transactions a fetch of `fetch_size` bytes from `start_position`
+        reports: the offset of the first index entry at or past its end, None past the last entry."""
+        return self.offset_index.fetch_upper_bound_offset(start_position + fetch_size)
+
     def _records(self, position: int, header: BatchHeader) -> Iterator[Record]:
         file = self._reader()
         return iter_records(os.pread(file.fileno(), header.size, position))
@@ -426,17 +452,23 @@ class LogSegment:
 
     # --- recovery and truncation --------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, producers: ProducerStateManager | None = None) -> int:
         """Re-check every batch (CRC, structure, ascending offsets), cut the tail at the first
-        bad one, rebuild both indexes. Returns the bytes truncated."""
+        bad one, rebuild the indexes. Returns the bytes truncated.
+
+        `producers`, the partition's producer state as of this segment's base offset, is fed every
+        valid batch and ends at the segment's end; the `.txnindex` is rebuilt from the aborts it
+        reports (Kafka's recover). Without it the `.txnindex` is left as it is."""
         self.offset_index.reset()
         self.time_index.reset()
+        if producers is not None:
+            self.txn_index.reset()
         file = self._reader()
         if self._size:
             data = mmap.mmap(file.fileno(), self._size, access=mmap.ACCESS_READ)
             try:
                 valid, last_entry, self._max_timestamp, self._offset_of_max_timestamp = self._index_batches(
-                    data
+                    data, producers
                 )
             finally:
                 with contextlib.suppress(BufferError):  # a view still alive: GC unmaps it later
@@ -455,8 +487,9 @@ class LogSegment:
         self.needs_recovery = False
         return truncated
 
-    def _index_batches(self, data: mmap.mmap) -> tuple[int, int, int, int]:
-        """Validate batches from the start; index them. (valid bytes, last entry, max ts, its offset)."""
+    def _index_batches(self, data: mmap.mmap, producers: ProducerStateManager | None) -> tuple[int, int, int, int]:
+        """Validate batches from the start; index them, and replay them into `producers`.
+        (valid bytes, last entry, max ts, its offset)."""
         valid = last_entry = 0
         max_timestamp, offset_of_max = _UNKNOWN
         expected = self.base_offset
@@ -467,6 +500,11 @@ class LogSegment:
                     header.last_offset
                 ):
                     break
+                if producers is not None and header.producer_id >= 0:
+                    marker = read_end_txn_marker(data, position) if header.is_control else None
+                    aborted = producers.replay(header, marker)
+                    if aborted is not None:
+                        self.txn_index.append(aborted)
                 if header.max_timestamp > max_timestamp:
                     max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
                 if valid - last_entry > self.index_interval_bytes and not self.offset_index.is_full:
@@ -477,6 +515,8 @@ class LogSegment:
                 expected = header.next_offset
         except DecodeError:
             pass  # CorruptRecordError included: everything from `valid` on is dropped
+        if producers is not None:
+            producers.update_map_end_offset(expected)
         return valid, last_entry, max_timestamp, offset_of_max
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
@@ -487,6 +527,7 @@ class LogSegment:
         found = self._translate_offset(offset, self._size)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.max_index_size)
         if found is None:
             return 0
@@ -514,11 +555,12 @@ class LogSegment:
     # --- lifecycle ----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the `.log` and write and fsync both indexes."""
+        """fsync the `.log` and write and fsync the indexes."""
         file = self._reader()
         os.fsync(file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Record the max timestamp, trim the indexes and close everything (no fsync)."""
@@ -530,6 +572,7 @@ class LogSegment:
             )
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._close_file()
 
     def abandon(self) -> None:
@@ -541,21 +584,22 @@ class LogSegment:
             self._close_file()
 
     def change_file_suffixes(self, old: str, new: str) -> None:
-        """Rename the three files from `<name><old>` to `<name><new>`; open files and slices keep working."""
+        """Rename the files from `<name><old>` to `<name><new>`; open files and slices keep working."""
         new_log = _replace_suffix(self.log_path, old, new)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.rename(_replace_suffix(index.path, old, new))
 
     def mark_deleted(self) -> None:
-        """Rename the three files to `*.deleted`; open slices keep working until `delete()`."""
+        """Rename the files to `*.deleted`; open slices keep working until `delete()`."""
         self.change_file_suffixes("", DELETED_SUFFIX)
 
     def delete(self) -> None:
         """Close and remove the files (under whichever names they have now)."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self._close_file()
         self.log_path.unlink(missing_ok=True)
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from kbroker.cluster.model import LeaderAndIsr
-from kbroker.cluster.partition import FollowerState, Partition, ReplicationError, Role
+from kbroker.cluster.partition import READ_COMMITTED, FollowerState, Partition, ReplicationError, Role
 from kbroker.log.partition_log import PartitionLog
 from wire.errors import ErrorCode
-from wire.records import Record, build_batch
+from wire.records import Record, build_batch, build_end_txn_batch, iter_batches
 
 LAG_MS = 30_000
+ACKS_ALL = -1
 
 
 class Clock:
@@ -354,3 +355,63 @@ def test_a_leader_and_isr_older_than_the_partition_epoch_is_skipped(tmp_path: Pa
     partition.make_leader(LeaderAndIsr(1, 1, (1, 2), partition_epoch=3), (1, 2), 1)
     assert partition.make_follower(LeaderAndIsr(2, 2, (2,), partition_epoch=2), (1, 2), 1) is False
     assert partition.role == Role.LEADER
+
+
+# --- transactions: the last stable offset and READ_COMMITTED reads ------------------------------------
+
+TXN_PRODUCER = 77
+
+
+def txn_batch(sequence: int = 0) -> bytes:
+    now = time.time_ns() // 1_000_000
+    return build_batch([Record(0, now, None, b"in-txn")], producer_id=TXN_PRODUCER, producer_epoch=0,
+                       base_sequence=sequence, is_transactional=True)
+
+
+def abort_marker() -> bytes:
+    return build_end_txn_batch(False, producer_id=TXN_PRODUCER, producer_epoch=0, coordinator_epoch=0,
+                               timestamp=time.time_ns() // 1_000_000)
+
+
+def offsets_read(data) -> list[int]:
+    return [header.base_offset for _, header in iter_batches(data.records.read_bytes())] if data.records else []
+
+
+def test_the_lso_passes_an_abort_marker_only_once_every_isr_member_has_it(tmp_path: Path, clock: Clock) -> None:
+    leader = lead(replica(tmp_path, 1, clock), isr=(1, 2), replicas=(1, 2))
+    follower = follow(replica(tmp_path, 2, clock))
+    leader.append_as_leader(txn_batch(), clock(), 1)  # 0
+    fetch(leader, follower)
+    fetch(leader, follower)
+    assert (leader.high_watermark, leader.log.last_stable_offset) == (1, 0)  # the transaction is open
+    leader.append_as_leader(abort_marker(), clock(), ACKS_ALL, coordinator=True)  # 1
+    assert leader.log.last_stable_offset == 0
+    fetch(leader, follower)  # the follower gets the marker; the leader does not know yet
+    assert (leader.high_watermark, leader.log.last_stable_offset) == (1, 0)
+    fetch(leader, follower)
+    assert (leader.high_watermark, leader.log.last_stable_offset) == (2, 2)
+
+
+def test_consumers_reading_committed_stop_at_the_lso_and_learn_the_aborted_transactions(
+        tmp_path: Path, clock: Clock) -> None:
+    leader = lead(replica(tmp_path, 1, clock), isr=(1,), replicas=(1,))
+    leader.append_as_leader(batch(), clock(), 1)  # 0
+    leader.append_as_leader(txn_batch(), clock(), 1)  # 1
+    leader.append_as_leader(batch(), clock(), 1)  # 2
+    committed = leader.read(0, 1 << 20, isolation_level=READ_COMMITTED)
+    assert (offsets_read(committed), committed.last_stable_offset, committed.aborted_transactions) == ([0], 1, [])
+    uncommitted = leader.read(0, 1 << 20)
+    assert (offsets_read(uncommitted), uncommitted.last_stable_offset) == ([0, 1, 2], 1)
+    assert uncommitted.aborted_transactions is None
+    leader.append_as_leader(abort_marker(), clock(), ACKS_ALL, coordinator=True)  # 3
+    committed = leader.read(0, 1 << 20, isolation_level=READ_COMMITTED)
+    assert (offsets_read(committed), committed.last_stable_offset) == ([0, 1, 2, 3], 4)
+    assert [(t.producer_id, t.first_offset) for t in committed.aborted_transactions] == [(TXN_PRODUCER, 1)]
+
+
+def test_followers_read_past_the_lso_without_aborted_transactions(trio) -> None:
+    leader = trio[0]
+    leader.append_as_leader(txn_batch(), leader.clock(), 1)
+    leader.append_as_leader(batch(), leader.clock(), 1)
+    data = leader.read(0, 1 << 20, replica_id=2, isolation_level=READ_COMMITTED)
+    assert (offsets_read(data), data.last_stable_offset, data.aborted_transactions) == ([0, 1], 0, None)

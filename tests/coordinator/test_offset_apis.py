@@ -35,9 +35,10 @@ def test_find_coordinator_batched_keys(broker: Broker, version: int) -> None:
     assert [(c.key, c.error_code, c.node_id) for c in response.coordinators] == [("a", 0, 0), ("b", 0, 0)]
 
 
-def test_find_coordinator_for_transactions_is_not_available(broker: Broker) -> None:
+def test_find_coordinator_names_this_node_for_a_transactional_id(broker: Broker) -> None:
     response = _call(broker, api.find_coordinator, 10, 4, FC(key_type=1, coordinator_keys=["tx"]))
-    assert response.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert (response.coordinators[0].error_code, response.coordinators[0].node_id) == (ErrorCode.NONE,
+                                                                                        broker.node_id)
 
 
 def _commit_request(version: int, topic_id: uuid.UUID, offset: int):

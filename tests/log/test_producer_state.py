@@ -281,11 +281,13 @@ def test_state_is_rebuilt_from_the_log_when_there_is_no_snapshot(tmp_path: Path)
     assert reopened.producer_state.producers[PID].last_seq == 3
 
 
-def test_unclean_reopen_replays_only_what_follows_the_latest_snapshot(tmp_path: Path, monkeypatch) -> None:
+def test_reopen_without_an_end_snapshot_replays_only_what_follows_the_latest_snapshot(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
     log = _log(tmp_path, segment_bytes=SEGMENT_FOR_TWO_BATCHES)
     for seq in range(5):
         log.append(_batch(seq), NOW)
-    log.close(flush=False)  # no snapshot at the log end: as after a crash
+    log.flush()
+    log.close(flush=False)  # no snapshot at the log end
     assert _snapshots(log) == ["00000000000000000002.snapshot", "00000000000000000004.snapshot"]
     scanned: list[int] = []
     original = segment_module.LogSegment.batch_headers
@@ -295,8 +297,31 @@ def test_unclean_reopen_replays_only_what_follows_the_latest_snapshot(tmp_path: 
         return original(segment, start)
 
     monkeypatch.setattr(segment_module.LogSegment, "batch_headers", spy)
-    reopened = _log(tmp_path, segment_bytes=SEGMENT_FOR_TWO_BATCHES)
+    reopened = _log(tmp_path, clean=True, segment_bytes=SEGMENT_FOR_TWO_BATCHES)
     assert scanned == [4]
+    assert reopened.producer_state.producers[PID].last_seq == 4
+    assert reopened.append(_batch(4), NOW).duplicate
+
+
+def test_recovery_snapshots_each_recovered_segment_so_nothing_is_replayed_twice(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    """Kafka's recoverSegment: the producer state follows the recovered batches and is snapshotted at the end
+    of each recovered segment, so the log's own rebuild replays nothing."""
+    log = _log(tmp_path, segment_bytes=SEGMENT_FOR_TWO_BATCHES)
+    for seq in range(5):
+        log.append(_batch(seq), NOW)
+    log.close(flush=False)  # as after a crash
+    scanned: list[int] = []
+    original = segment_module.LogSegment.batch_headers
+
+    def spy(segment, start: int = 0):
+        scanned.append(segment.base_offset)
+        return original(segment, start)
+
+    monkeypatch.setattr(segment_module.LogSegment, "batch_headers", spy)
+    reopened = _log(tmp_path, segment_bytes=SEGMENT_FOR_TWO_BATCHES)
+    assert scanned == []
+    assert "00000000000000000005.snapshot" in _snapshots(reopened)
     assert reopened.producer_state.producers[PID].last_seq == 4
     assert reopened.append(_batch(4), NOW).duplicate
 

@@ -1,0 +1,144 @@
+"""The transaction coordinator's APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+WriteTxnMarkers (27, a partition leader's side), DescribeTransactions (65), ListTransactions (66).
+
+InitProducerId lives with the producer ids (producers.py) and TxnOffsetCommit with the group coordinator
+(offsets.py). Served as Kafka 3.9 serves them (transactions v1): EndTxn stops at v4 and no transaction.version
+feature is advertised, so Kafka 4 clients stay on v1 (docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+from kbroker.apis.registry import handles
+from kbroker.broker import Broker, now_ms
+from kbroker.coordinator.transactions.markers import write_marker
+from kbroker.coordinator.transactions.metadata import TxnState
+from wire import messages
+from wire.errors import ErrorCode
+
+FENCED_AS_EPOCH_BEFORE = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn below v2 know no PRODUCER_FENCED
+
+
+def _for_version(error: ErrorCode, version: int) -> ErrorCode:
+    """Kafka's answer to clients that predate PRODUCER_FENCED (KIP-588)."""
+    if error == ErrorCode.PRODUCER_FENCED and version < FENCED_AS_EPOCH_BEFORE:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+def _unknown_partitions(broker: Broker, topics) -> set[tuple[str, int]]:
+    known = broker.topics
+    return {(t.name, p) for t in topics for p in t.partitions
+            if t.name not in known or not 0 <= p < known[t.name].partitions}
+
+
+def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int, topics,
+                    verify_only: bool, version: int):
+    """One transaction's topic results: unknown partitions UNKNOWN_TOPIC_OR_PARTITION and the rest
+    OPERATION_NOT_ATTEMPTED (Kafka adds none then), else the coordinator's one answer for all."""
+    Response = messages.AddPartitionsToTxnResponse
+    unknown = _unknown_partitions(broker, topics)
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    coordinator = broker.transactions
+    if unknown:
+        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                  for tp in wanted}
+    elif verify_only:  # a partition leader asking whether the producer added these (KIP-890)
+        error, current = coordinator.current(transactional_id, producer_id, producer_epoch)
+        errors = {tp: error if current is None else
+                  (ErrorCode.NONE if current.state == TxnState.ONGOING and tp in current.partitions
+                   else ErrorCode.INVALID_TXN_STATE) for tp in wanted}
+    else:
+        error = _for_version(coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
+                             version)
+        errors = {tp: error for tp in wanted}
+    by_topic: dict[str, list] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(Response.AddPartitionsToTxnPartitionResult(
+            partition_index=partition, partition_error_code=error))
+    return [Response.AddPartitionsToTxnTopicResult(name=topic, results_by_partition=results)
+            for topic, results in by_topic.items()]
+
+
+@handles(24)
+async def add_partitions_to_txn(broker: Broker, header, request):
+    Response = messages.AddPartitionsToTxnResponse
+    version = header.request_api_version
+    if version <= 3:
+        return Response(throttle_time_ms=0, results_by_topic_v3_and_below=_add_partitions(
+            broker, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch, request.v3_and_below_topics, False, version))
+    return Response(throttle_time_ms=0, error_code=0, results_by_transaction=[
+        Response.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_add_partitions(
+            broker, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, version))
+        for t in request.transactions])
+
+
+@handles(25)
+async def add_offsets_to_txn(broker: Broker, header, request):
+    coordinator = broker.transactions
+    error = coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                       [coordinator.group_partition(request.group_id)])
+    return messages.AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                            error_code=_for_version(error, header.request_api_version))
+
+
+@handles(26, versions=(0, 4))  # v5 is transactions v2 (KIP-890), which kbroker does not advertise yet
+async def end_txn(broker: Broker, header, request):
+    error = broker.transactions.end_transaction(request.transactional_id, request.producer_id,
+                                                request.producer_epoch, request.committed)
+    return messages.EndTxnResponse(throttle_time_ms=0, error_code=_for_version(error, header.request_api_version))
+
+
+@handles(27)
+async def write_txn_markers(broker: Broker, header, request):
+    """Markers from a coordinator (or Admin.abortTransaction) for partitions this broker leads."""
+    Response = messages.WriteTxnMarkersResponse
+    now = now_ms()
+    results = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            partitions = [Response.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=write_marker(
+                    broker, topic.name, index, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                    marker.transaction_result, now)) for index in topic.partition_indexes]
+            topics.append(Response.WritableTxnMarkerTopicResult(name=topic.name, partitions=partitions))
+        results.append(Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    return Response(markers=results)
+
+
+@handles(65)
+async def describe_transactions(broker: Broker, header, request):
+    Response = messages.DescribeTransactionsResponse
+    states = []
+    for transactional_id in request.transactional_ids:
+        error, metadata = broker.transactions.describe(transactional_id)
+        if metadata is None:
+            states.append(Response.TransactionState(
+                error_code=error, transactional_id=transactional_id, transaction_state="", transaction_timeout_ms=0,
+                transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        states.append(Response.TransactionState(
+            error_code=0, transactional_id=transactional_id, transaction_state=metadata.state.kafka_name,
+            transaction_timeout_ms=metadata.timeout_ms, transaction_start_time_ms=metadata.start_ms,
+            producer_id=metadata.producer_id, producer_epoch=metadata.producer_epoch,
+            topics=[Response.TopicData(topic=topic, partitions=partitions)
+                    for topic, partitions in metadata.topics().items()]))
+    return Response(throttle_time_ms=0, transaction_states=states)
+
+
+@handles(66)
+async def list_transactions(broker: Broker, header, request):
+    Response = messages.ListTransactionsResponse
+    version = header.request_api_version
+    try:
+        unknown, found = broker.transactions.list(
+            list(request.state_filters), set(request.producer_id_filters),
+            request.duration_filter if version >= 1 else -1,
+            request.transactional_id_pattern if version >= 2 else None)
+    except Exception:  # a pattern Python's re cannot compile
+        return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, unknown_state_filters=[],
+                        transaction_states=[])
+    return Response(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown, transaction_states=[
+        Response.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                  transaction_state=m.state.kafka_name) for m in found])
