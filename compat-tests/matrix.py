@@ -32,7 +32,8 @@ DEFAULT_REPORT = "compat-report.md"
 PROPERTY = "compat_matrix"  # user property carrying (client, scenarios) from a worker to the controller
 UNCLASSIFIED = "(unclassified)"
 
-CLIENT_ORDER = ("confluent-kafka", "kafka-python", "aiokafka", "java", "kcat", "kafkajs", "pyspark", "kafka-tools")
+CLIENT_ORDER = ("confluent-kafka", "kafka-python", "aiokafka", "java", "kcat", "kafkajs", "pyspark", "kafka-tools",
+                "kafka-streams")
 SCENARIO_ORDER = (
     "Metadata and broker discovery",
     "Produce and consume: keys, null keys, null values",
