@@ -133,3 +133,59 @@ def test_offsets_sent_to_an_aborted_transaction_are_never_committed(bootstrap, n
         assert committed.offset == 3
     finally:
         consumer.close()
+
+
+def _committed_and_aborted(bootstrap: str, topic: str) -> None:
+    """c1 c2 committed, a1 a2 aborted, c3 committed: what every read_committed consumer below must see as c1 c2 c3."""
+    producer = _transactional_producer(bootstrap, f"txn-{topic}")
+    _in_transaction(producer, topic, [b"c1", b"c2"], commit=True)
+    _in_transaction(producer, topic, [b"a1", b"a2"], commit=False)
+    _in_transaction(producer, topic, [b"c3"], commit=True)
+
+
+@pytest.mark.client("kafka-python")
+@pytest.mark.scenario("Transactions: commit and abort, read_committed")
+def test_a_kafka_python_read_committed_consumer_skips_aborted_records(bootstrap, new_topic):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    _committed_and_aborted(bootstrap, new_topic)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    try:
+        consumer.assign([KafkaPythonPartition(new_topic, 0)])
+        consumer.seek_to_beginning()
+        values = [message.value for message in consumer]
+    finally:
+        consumer.close()
+    assert values == [b"c1", b"c2", b"c3"]
+
+
+@pytest.mark.client("aiokafka")
+@pytest.mark.scenario("Transactions: commit and abort, read_committed")
+def test_an_aiokafka_read_committed_consumer_skips_aborted_records(bootstrap, new_topic):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioPartition
+
+    _committed_and_aborted(bootstrap, new_topic)
+
+    async def read() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            partition = AioPartition(new_topic, 0)
+            consumer.assign([partition])
+            await consumer.seek_to_beginning(partition)
+            end = (await consumer.end_offsets([partition]))[partition]  # read_committed: the last stable offset
+            values = []
+            while await consumer.position(partition) < end:
+                batches = await consumer.getmany(partition, timeout_ms=1000)
+                values += [message.value for message in batches.get(partition, [])]
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(asyncio.wait_for(read(), TIMEOUT_S)) == [b"c1", b"c2", b"c3"]
