@@ -182,6 +182,27 @@ def test_include_headers_returns_every_header_in_order_with_null_values(spark, b
     assert found == {place: record["headers"] for place, record in source_records_by_offset().items()}
 
 
+@pytest.mark.scenario("Transactions: commit and abort, read_committed")
+def test_a_read_committed_batch_read_skips_aborted_records(spark, bootstrap):
+    """kafka.isolation.level=read_committed: Spark's offsets end at the last stable offset and its executors drop
+    the aborted transaction's records (the offsets it leaves, and the markers', are gaps Spark steps over)."""
+    from confluent_kafka import Producer
+
+    topic = create_topic(bootstrap)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"spark-{topic}", "log_level": 0})
+    producer.init_transactions(30)
+    for values, commit in (([b"c1", b"c2"], True), ([b"a1"], False), ([b"c3"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value, partition=0)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    committed = read_batch(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+    assert [_bytes(row.value) for row in committed.orderBy("offset").collect()] == [b"c1", b"c2", b"c3"]
+    everything = read_batch(spark, bootstrap, subscribe=topic)
+    assert [_bytes(row.value) for row in everything.orderBy("offset").collect()] == [b"c1", b"c2", b"a1", b"c3"]
+
+
 # ---- failOnDataLoss -------------------------------------------------------------------------
 
 RETENTION_MS = 24 * 3600 * 1000  # a day: records stamped BASE_TIMESTAMP are past it, records stamped now are not
