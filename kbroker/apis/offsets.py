@@ -48,9 +48,8 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
         return problem
     if key_type == KEY_TYPE_TRANSACTION:
         transactions = broker.transactions
-        error = transactions.coordinator_error(key)
-        if error is not None:
-            return error, "This is not the correct coordinator."  # Kafka's message of NOT_COORDINATOR
+        if transactions.coordinator_error(key) is not None:  # its partition has no leader: as for a group
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         transactions.ensure_topic()  # Kafka creates __transaction_state when the first producer asks
         return ErrorCode.NONE, None
     if broker.coordinator.offsets.not_coordinating(key):  # builds the coordinator on first use

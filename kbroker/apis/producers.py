@@ -24,10 +24,8 @@ async def init_producer_id(broker: Broker, header, request):
         if error == ErrorCode.PRODUCER_FENCED and version < FENCED_FROM:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return R(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
-    if request.producer_id >= 0:
-        # an idempotent producer bumping its epoch after an error keeps its id
-        return R(throttle_time_ms=0, error_code=0, producer_id=request.producer_id,
-                 producer_epoch=(request.producer_epoch + 1) % 32767)
+    if version >= 3 and (request.producer_id < 0) != (request.producer_epoch < 0):
+        return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     member = getattr(broker, "cluster", None)
     if member is None:
         return R(throttle_time_ms=0, error_code=0, producer_id=broker.allocate_producer_id(), producer_epoch=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.coordinator.transactions.markers import write_marker
-from kbroker.coordinator.transactions.metadata import TxnState
+from kbroker.coordinator.transactions.metadata import PREPARED
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -25,28 +25,39 @@ def _for_version(error: ErrorCode, version: int) -> ErrorCode:
     return error
 
 
-def _unknown_partitions(broker: Broker, topics) -> set[tuple[str, int]]:
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _refused_partitions(broker: Broker, topics) -> dict[tuple[str, int], ErrorCode]:
+    """Partitions no transaction may name: internal topics' (Kafka authorizes only the others, so a marker never
+    lands in __transaction_state) and unknown ones."""
     known = broker.topics
-    return {(t.name, p) for t in topics for p in t.partitions
-            if t.name not in known or not 0 <= p < known[t.name].partitions}
+    refused = {}
+    for topic in topics:
+        for partition in topic.partitions:
+            if topic.name in INTERNAL_TOPICS:
+                refused[(topic.name, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic.name not in known or not 0 <= partition < known[topic.name].partitions:
+                refused[(topic.name, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return refused
 
 
 def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int, topics,
                     verify_only: bool, version: int):
-    """One transaction's topic results: unknown partitions UNKNOWN_TOPIC_OR_PARTITION and the rest
-    OPERATION_NOT_ATTEMPTED (Kafka adds none then), else the coordinator's one answer for all."""
+    """One transaction's topic results: refused partitions their error and the rest OPERATION_NOT_ATTEMPTED (Kafka
+    adds none then), else the coordinator's one answer for all."""
     Response = messages.AddPartitionsToTxnResponse
-    unknown = _unknown_partitions(broker, topics)
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coordinator = broker.transactions
-    if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                  for tp in wanted}
+    refused = {} if verify_only else _refused_partitions(broker, topics)
+    if refused:
+        errors = {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     elif verify_only:  # a partition leader asking whether the producer added these (KIP-890)
         error, current = coordinator.current(transactional_id, producer_id, producer_epoch)
+        if current is not None and current.state in PREPARED:
+            error, current = ErrorCode.CONCURRENT_TRANSACTIONS, None
         errors = {tp: error if current is None else
-                  (ErrorCode.NONE if current.state == TxnState.ONGOING and tp in current.partitions
-                   else ErrorCode.INVALID_TXN_STATE) for tp in wanted}
+                  ErrorCode.NONE if tp in current.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in wanted}
     else:
         error = _for_version(coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
                              version)

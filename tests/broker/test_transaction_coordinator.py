@@ -283,3 +283,67 @@ def test_write_txn_markers_ends_a_hanging_transaction_on_the_partition_leader(ka
     assert response.markers[0].topics[0].partitions[0].error_code == 0
     assert _markers(kafka_broker.broker, TOPIC, 0) == [(CONTROL_ABORT, pid, epoch)]
     assert plog.last_stable_offset == plog.log_end_offset == 2
+
+
+def test_a_producer_id_without_its_epoch_is_invalid_request(client) -> None:
+    assert _init(client, producer_id=5, epoch=-1).error_code == ErrorCode.INVALID_REQUEST
+    assert _init(client, transactional_id=None, producer_id=-1, epoch=3).error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_an_idempotent_producer_naming_its_old_id_gets_a_new_one_at_epoch_0(client) -> None:
+    first = _init(client, transactional_id=None)
+    again = _init(client, transactional_id=None, producer_id=first.producer_id, epoch=first.producer_epoch)
+    assert (again.error_code, again.producer_epoch) == (0, 0)
+    assert again.producer_id != first.producer_id
+
+
+def test_a_retried_epoch_bump_gets_the_same_answer_and_an_older_epoch_is_fenced(client) -> None:
+    """KIP-360: InitProducerId naming the producer's id and epoch bumps it; a retry of that request (whose answer
+    was lost) gets the bumped epoch again; an epoch older than both is fenced."""
+    first = _init(client)
+    bumped = _init(client, producer_id=first.producer_id, epoch=first.producer_epoch)
+    retried = _init(client, producer_id=first.producer_id, epoch=first.producer_epoch)
+    assert (bumped.producer_id, bumped.producer_epoch) == (first.producer_id, first.producer_epoch + 1)
+    assert (retried.error_code, retried.producer_epoch) == (0, bumped.producer_epoch)
+    newest = _init(client, producer_id=bumped.producer_id, epoch=bumped.producer_epoch)
+    assert _init(client, producer_id=first.producer_id, epoch=first.producer_epoch).error_code == \
+        ErrorCode.PRODUCER_FENCED
+    assert newest.producer_epoch == bumped.producer_epoch + 1
+
+
+def test_internal_topics_cannot_join_a_transaction(client) -> None:
+    init = _init(client)
+    errors = _add(client, init.producer_id, init.producer_epoch, {TOPIC: [0], TRANSACTION_TOPIC: [0]})
+    assert errors == {(TOPIC, 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                      (TRANSACTION_TOPIC, 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+
+
+def test_verify_only_names_partitions_outside_the_transaction_abortable(client) -> None:
+    init = _init(client)
+    _add(client, init.producer_id, init.producer_epoch, {TOPIC: [0]})
+    R = messages.AddPartitionsToTxnRequest
+    response = client.call(ADD_PARTITIONS, 4, R(transactions=[R.AddPartitionsToTxnTransaction(
+        transactional_id=TXN_ID, producer_id=init.producer_id, producer_epoch=init.producer_epoch, verify_only=True,
+        topics=[R.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0, 1])])]))
+    (result,) = response.results_by_transaction
+    errors = {p.partition_index: p.partition_error_code for t in result.topic_results for p in t.results_by_partition}
+    assert errors == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+    assert _describe(client).topics[0].partitions == [0]  # verifying adds nothing
+
+
+def test_a_refused_marker_keeps_the_transaction_prepared_and_the_id_busy(kafka_broker, client) -> None:
+    """A partition refuses the coordinator's marker (here: it has seen a newer coordinator epoch): the transaction
+    stays PrepareCommit, never CompleteCommit, and the id answers CONCURRENT_TRANSACTIONS, as in Kafka."""
+    init = _init(client)
+    pid, epoch = init.producer_id, init.producer_epoch
+    _add(client, pid, epoch, {TOPIC: [0]})
+    assert _produce(client, pid, epoch, 0, [b"x"]) == 0
+    W = messages.WriteTxnMarkersRequest
+    newer = client.call(WRITE_MARKERS, 1, W(markers=[W.WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=7,
+        topics=[W.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])]))
+    assert newer.markers[0].topics[0].partitions[0].error_code == 0
+    assert _end(client, pid, epoch, True) == ErrorCode.NONE  # answered once PrepareCommit is written
+    assert _describe(client).transaction_state == "PrepareCommit"
+    assert _end(client, pid, epoch, True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert _markers(kafka_broker.broker, TOPIC, 0) == [(CONTROL_ABORT, pid, epoch)]

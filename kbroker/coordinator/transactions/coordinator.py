@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Iterable
 
+from kbroker.cluster.partition import ReplicationError
 from kbroker.coordinator.hashing import partition_for
 from kbroker.coordinator.log_replay import log_batches
 from kbroker.coordinator.offsets import OFFSETS_TOPIC, coordinator_batch, length_prefixed
@@ -38,11 +39,13 @@ from kbroker.coordinator.transactions.records import (
     encode_key,
     encode_value,
 )
+from kbroker.log.errors import LogError
 from wire.errors import ErrorCode
 from wire.records import iter_records
 
 log = logging.getLogger(__name__)
 ACKS_LEADER = 1
+MARKER_RETRY_S = 1.0  # how soon a refused marker is tried again (Kafka's marker channel retries with a backoff)
 
 
 def _now_ms() -> int:
@@ -62,6 +65,7 @@ class TransactionCoordinator:
         topic = broker.topics.get(TRANSACTION_TOPIC)
         self.partitions = topic.partitions if topic else int(config["transaction.state.log.num.partitions"])
         self.transactions: dict[str, TransactionMetadata] = {}
+        self._unfinished: dict[str, set[tuple[str, int]]] = {}  # prepared ids -> partitions still without a marker
         self._tasks: list[asyncio.Task] = []
         if topic is not None:
             for partition in range(self.partitions):
@@ -83,10 +87,13 @@ class TransactionCoordinator:
         return None
 
     def coordinator_epoch(self, partition: int) -> int:
-        """The leader epoch of the id's `__transaction_state` partition, which markers carry (Kafka's coordinator
-        epoch: a marker from a deposed coordinator is refused)."""
+        """The epoch markers carry (Kafka's coordinator epoch: the leader epoch of the id's `__transaction_state`
+        partition; a marker with an older one is refused). The newest epoch the partition's log knows counts too, so
+        a log dir taken over from Kafka, whose epochs grew with every leader change, is not fenced by its past."""
         leader = self.broker.replicas.get(TRANSACTION_TOPIC, partition)
-        return max(leader.leader_epoch, 0) if leader is not None else 0
+        plog = self.broker.partition_log(TRANSACTION_TOPIC, partition)
+        logged = plog.leader_epoch_cache.latest_epoch if plog is not None else -1
+        return max(leader.leader_epoch if leader is not None else 0, logged, 0)
 
     # --- the log -----------------------------------------------------------------------------
 
@@ -138,9 +145,12 @@ class TransactionCoordinator:
             plog = self.broker.partition_log(TRANSACTION_TOPIC, partition)
             self.broker.logs.io_error(plog, error, f"appending to {TRANSACTION_TOPIC}-{partition}")
             return ErrorCode.NOT_COORDINATOR
+        except (LogError, ReplicationError) as error:
+            log.warning("cannot write the state of transactional id %s: %s", metadata.transactional_id, error)
+            return append_error(error.error_code)
         except Exception:
             log.exception("cannot write the state of transactional id %s", metadata.transactional_id)
-            return ErrorCode.UNKNOWN_SERVER_ERROR  # Kafka's answer for an append failing otherwise
+            return ErrorCode.UNKNOWN_SERVER_ERROR
         self.broker.notify_appended(TRANSACTION_TOPIC, partition)
         if tombstone:
             self.transactions.pop(metadata.transactional_id, None)
@@ -153,7 +163,7 @@ class TransactionCoordinator:
     def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
                          producer_epoch: int) -> tuple[ErrorCode, int, int]:
         """Kafka's handleInitProducerId for a transactional id: (error, producer id, epoch)."""
-        if not transactional_id:
+        if not transactional_id or (producer_id < 0) != (producer_epoch < 0):  # both given or neither (KIP-360)
             return ErrorCode.INVALID_REQUEST, -1, -1
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
@@ -173,8 +183,7 @@ class TransactionCoordinator:
         if current.state in PREPARED:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if current.state == TxnState.ONGOING:  # a zombie's transaction is aborted first; the client retries
-            self._fence_and_abort(current)
-            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+            return self._fence_and_abort(current) or ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if current.epoch_exhausted and (expected is None or expected[1] == current.producer_epoch):
             moved = current.new_producer_id(self.broker.allocate_producer_id(), timeout_ms, expected is not None, now)
         else:
@@ -191,6 +200,8 @@ class TransactionCoordinator:
     def current(self, transactional_id: str, producer_id: int, producer_epoch: int
                 ) -> tuple[ErrorCode, TransactionMetadata | None]:
         """The id's state if this producer may act on it (Kafka's checks shared by AddPartitions and EndTxn)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
         problem = self.coordinator_error(transactional_id)
         if problem is not None:
             return problem, None
@@ -248,24 +259,43 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     def _complete(self, prepared: TransactionMetadata) -> None:
-        """Markers into every partition of the transaction, then CompleteCommit/CompleteAbort. A partition
-        deleted meanwhile needs none (Kafka drops it too); a marker refused otherwise is logged and the
-        transaction completes regardless, as a single node has nobody else to write it."""
+        """Markers into the partitions of the transaction still without one, then CompleteCommit/CompleteAbort.
+        A partition leaves the transaction once its marker is written or the partition is gone (Kafka drops a
+        deleted topic's too); any other refusal keeps the transaction prepared (requests on the id meanwhile get
+        CONCURRENT_TRANSACTIONS) and `retry_unfinished` tries again, as Kafka's marker channel retries until the
+        leader takes the marker: completing without it would leave data the producer was told is committed in an
+        open transaction."""
+        transactional_id = prepared.transactional_id
         commit = prepared.state == TxnState.PREPARE_COMMIT
-        epoch = self.coordinator_epoch(self.partition_for(prepared.transactional_id))
+        remaining = self._unfinished.setdefault(transactional_id, set(prepared.partitions))
+        self.transactions[transactional_id] = prepared.moved(pending=prepared.state)
+        epoch = self.coordinator_epoch(self.partition_for(transactional_id))
         now = _now_ms()
-        self.transactions[prepared.transactional_id] = prepared.moved(pending=prepared.state)
-        try:
-            for topic, partition in sorted(prepared.partitions):
+        for topic, partition in sorted(remaining):
+            try:
                 error = write_marker(self.broker, topic, partition, prepared.producer_id, prepared.producer_epoch,
                                      epoch, commit, now)
-                if error and error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    log.warning("the %s marker of transactional id %s was refused by %s-%d: %s",
-                                "COMMIT" if commit else "ABORT", prepared.transactional_id, topic, partition,
-                                error.name if isinstance(error, ErrorCode) else error)
-        finally:
-            self.transactions[prepared.transactional_id] = prepared
-        self._write(prepared.completed(_now_ms()))
+            except Exception:
+                log.exception("writing a marker of transactional id %s to %s-%d", transactional_id, topic, partition)
+                continue
+            if error in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                remaining.discard((topic, partition))
+            else:
+                log.warning("the %s marker of transactional id %s was refused by %s-%d (%s); retrying",
+                            "COMMIT" if commit else "ABORT", transactional_id, topic, partition,
+                            getattr(error, "name", error))
+        if not remaining and self._write(prepared.completed(_now_ms())) == ErrorCode.NONE:
+            del self._unfinished[transactional_id]
+
+    def retry_unfinished(self, now_ms: int = 0) -> int:
+        """Markers (or the Complete record) that could not be written yet, tried again; how many ids are left."""
+        for transactional_id in list(self._unfinished):
+            metadata = self.transactions.get(transactional_id)
+            if metadata is None or metadata.state not in PREPARED:
+                self._unfinished.pop(transactional_id, None)
+                continue
+            self._complete(metadata.moved(pending=None))
+        return len(self._unfinished)
 
     def complete_prepared(self) -> None:
         """Finish what a crash left between PrepareCommit/PrepareAbort and its markers (Kafka does it at load)."""
@@ -300,7 +330,8 @@ class TransactionCoordinator:
         if not self._tasks:
             loop = asyncio.get_running_loop()
             self._tasks = [loop.create_task(self._every(self.abort_interval_s, self.abort_timed_out)),
-                           loop.create_task(self._every(self.expire_interval_s, self.remove_expired))]
+                           loop.create_task(self._every(self.expire_interval_s, self.remove_expired)),
+                           loop.create_task(self._every(MARKER_RETRY_S, self.retry_unfinished))]
 
     @staticmethod
     async def _every(interval_s: float, work) -> None:
@@ -319,6 +350,8 @@ class TransactionCoordinator:
     # --- DescribeTransactions / ListTransactions -------------------------------------------------
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
         problem = self.coordinator_error(transactional_id)
         if problem is not None:
             return problem, None
@@ -342,6 +375,16 @@ class TransactionCoordinator:
             and (not producer_ids or m.producer_id in producer_ids)
             and (duration_ms < 0 or now - m.start_ms > duration_ms)
             and (matcher is None or matcher.fullmatch(m.transactional_id))]
+
+
+def append_error(error_code: int) -> ErrorCode:
+    """What a client is told when its transaction state could not be written (Kafka's appendTransactionToLog)."""
+    if error_code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                      ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _may_reinitialise(current: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:

@@ -96,7 +96,7 @@ class TransactionMetadata:
 
     def fenced(self) -> TransactionMetadata:
         """Kafka's prepareFenceProducerEpoch: the epoch the abort of a zombie's transaction is written with."""
-        return self.moved(producer_epoch=min(self.producer_epoch + 1, MAX_EPOCH))
+        return self.moved(producer_epoch=min(self.producer_epoch + 1, MAX_EPOCH), last_producer_epoch=NO_PRODUCER_EPOCH)
 
     def prepared(self, commit: bool, now_ms: int) -> TransactionMetadata:
         return self.moved(state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, last_update_ms=now_ms)
