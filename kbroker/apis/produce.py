@@ -18,6 +18,7 @@ from kbroker.log.errors import LogError, RecordError, RecordValidationError
 from wire import messages
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
+from wire.records import HEADER_SIZE, read_batch_header
 from wire.schema import ZERO_UUID
 
 Response = messages.ProduceResponse
@@ -84,6 +85,45 @@ def _append(broker: Broker, topic_name: str, partition, now: int, acks: int):
                                 info.log_start_offset), info.last_offset + 1)
 
 
+PRODUCE_KNOWS_ABORTABLE_FROM = 11  # older clients are told INVALID_TXN_STATE (Kafka's defaultError operation)
+
+
+def _unverified(broker: Broker, transactional_id: str, topic_name: str, partition, version: int):
+    """KIP-890 part 1 (Kafka 3.6+, `transaction.partition.verification.enable`): a transactional batch that would open
+    a transaction in this partition is appended only if the coordinator has the partition in the producer's ongoing
+    transaction, so a late or stray batch cannot leave an open transaction no marker will ever end. The refusal, as
+    Kafka words it for producers (ReplicaManager.appendRecords), or None."""
+    records = partition.records
+    if not records or len(records) < HEADER_SIZE:
+        return None
+    try:
+        header = read_batch_header(records, 0)
+    except (CorruptRecordError, DecodeError, ValueError):
+        return None  # the append refuses it with Kafka's answer
+    if header.magic != 2 or not header.is_transactional or header.producer_id < 0:
+        return None
+    plog = broker.partition_log(topic_name, partition.index)
+    entry = plog.producer_state.producers.get(header.producer_id) if plog is not None else None
+    if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
+        return None  # its transaction is open here already: verified when it began
+    error = broker.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
+                                       (topic_name, partition.index))
+    if error == ErrorCode.NONE:
+        return None
+    if error == ErrorCode.PRODUCER_FENCED:
+        return _partition_response(partition.index, ErrorCode.INVALID_PRODUCER_EPOCH)
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version < PRODUCE_KNOWS_ABORTABLE_FROM:
+        error = ErrorCode.INVALID_TXN_STATE
+    if error == ErrorCode.INVALID_TXN_STATE:
+        return _partition_response(partition.index, error, message="Partition was not added to the transaction")
+    if error in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                 ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):  # retried by every client
+        return _partition_response(partition.index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                                   message="Unable to verify the partition has been added to the transaction. "
+                                           f"Underlying error: {error.name}")
+    return _partition_response(partition.index, error)
+
+
 async def _await_acks(broker: Broker, waiting: dict[tuple[str, int], tuple[object, int]], timeout_ms: int) -> None:
     """acks=all: hold the answer until the ISR has every partition's records; each partition then gets
     the purgatory's verdict (its base offset stays, as Kafka's answer keeps it)."""
@@ -110,6 +150,9 @@ async def produce(broker: Broker, header, request):
     acks = request.acks
     topics = []
     waiting: dict[tuple[str, int], tuple[object, int]] = {}  # acks=all: partition -> (its answer, offset to reach)
+    # a cluster has no transaction coordinator yet (issue 15): its brokers take transactional batches unverified
+    verify = request.transactional_id is not None and broker.config["transaction.partition.verification.enable"] \
+        and getattr(broker, "cluster", None) is None
     for topic_data in request.topic_data:
         name = topic_data.name
         if version >= 13:
@@ -119,6 +162,10 @@ async def produce(broker: Broker, header, request):
         if refusal is None:
             partitions = []
             for p in topic_data.partition_data:
+                unverified = _unverified(broker, request.transactional_id, name, p, version) if verify else None
+                if unverified is not None:
+                    partitions.append(unverified)
+                    continue
                 answer, required_offset = _append(broker, name, p, now, acks)
                 partitions.append(answer)
                 if required_offset is not None and acks == -1:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.coordinator.transactions.markers import write_marker
-from kbroker.coordinator.transactions.metadata import PREPARED
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -53,11 +52,7 @@ def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, pro
     if refused:
         errors = {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     elif verify_only:  # a partition leader asking whether the producer added these (KIP-890)
-        error, current = coordinator.current(transactional_id, producer_id, producer_epoch)
-        if current is not None and current.state in PREPARED:
-            error, current = ErrorCode.CONCURRENT_TRANSACTIONS, None
-        errors = {tp: error if current is None else
-                  ErrorCode.NONE if tp in current.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in wanted}
+        errors = {tp: coordinator.verify(transactional_id, producer_id, producer_epoch, tp) for tp in wanted}
     else:
         error = _for_version(coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
                              version)

@@ -55,13 +55,14 @@ def _end(client: RawClient, producer_id: int, epoch: int, commit: bool, version:
         transactional_id=TXN_ID, producer_id=producer_id, producer_epoch=epoch, committed=commit)).error_code
 
 
-def _produce(client: RawClient, producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> int:
+def _produce(client: RawClient, producer_id: int, epoch: int, sequence: int, values: list[bytes],
+             transactional_id: str | None = TXN_ID, partition: int = 0) -> int:
     P = messages.ProduceRequest
     now = time.time_ns() // 1_000_000
     batch = build_batch([Record(i, now, None, v, ()) for i, v in enumerate(values)], producer_id=producer_id,
                         producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
-    response = client.call(PRODUCE, 9, P(transactional_id=TXN_ID, acks=-1, timeout_ms=5000, topic_data=[
-        P.TopicProduceData(name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
+    response = client.call(PRODUCE, 9, P(transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=batch)])]))
     return response.responses[0].partition_responses[0].error_code
 
 
@@ -273,7 +274,8 @@ def test_list_transactions_filters_by_state_and_reports_unknown_state_names(clie
 def test_write_txn_markers_ends_a_hanging_transaction_on_the_partition_leader(kafka_broker, client) -> None:
     """What `kafka-transactions abort` does: the marker goes straight to the partition's leader."""
     pid, epoch = 4242, 3
-    assert _produce(client, pid, epoch, 0, [b"hanging"]) == 0
+    # no transactional id on the request: the partition takes it unverified, as Kafka does, and it hangs
+    assert _produce(client, pid, epoch, 0, [b"hanging"], transactional_id=None) == 0
     plog = kafka_broker.broker.partition_log(TOPIC, 0)
     assert plog.last_stable_offset == 0
     W = messages.WriteTxnMarkersRequest
@@ -347,3 +349,21 @@ def test_a_refused_marker_keeps_the_transaction_prepared_and_the_id_busy(kafka_b
     assert _describe(client).transaction_state == "PrepareCommit"
     assert _end(client, pid, epoch, True) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert _markers(kafka_broker.broker, TOPIC, 0) == [(CONTROL_ABORT, pid, epoch)]
+
+
+def test_a_transactional_batch_for_a_partition_not_in_the_transaction_is_refused(kafka_broker, client) -> None:
+    """KIP-890 part 1: the partition asks the coordinator before a batch opens a transaction there."""
+    init = _init(client)
+    pid, epoch = init.producer_id, init.producer_epoch
+    _add(client, pid, epoch, {TOPIC: [0]})
+    assert _produce(client, pid, epoch, 0, [b"stray"], partition=1) == ErrorCode.INVALID_TXN_STATE
+    assert kafka_broker.broker.partition_log(TOPIC, 1).log_end_offset == 0
+    assert _produce(client, pid, epoch, 0, [b"added"], partition=0) == ErrorCode.NONE
+
+
+def test_a_late_batch_of_a_fenced_producer_cannot_open_a_transaction(kafka_broker, client) -> None:
+    zombie = _init(client)
+    _init(client)
+    assert _produce(client, zombie.producer_id, zombie.producer_epoch, 0, [b"late"]) == \
+        ErrorCode.INVALID_PRODUCER_EPOCH
+    assert kafka_broker.broker.partition_log(TOPIC, 0).last_stable_offset == 0

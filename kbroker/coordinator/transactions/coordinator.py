@@ -226,6 +226,17 @@ class TransactionCoordinator:
             return ErrorCode.NONE
         return self._write(current.with_partitions(added, _now_ms()))
 
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partition: tuple[str, int]) -> ErrorCode:
+        """Kafka's verify-only AddPartitionsToTxn for one partition: whether the producer's ongoing transaction has it
+        (TRANSACTION_ABORTABLE if not, CONCURRENT_TRANSACTIONS while it ends)."""
+        error, current = self.current(transactional_id, producer_id, producer_epoch)
+        if current is None:
+            return error
+        if current.state in PREPARED:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE if partition in current.partitions else ErrorCode.TRANSACTION_ABORTABLE
+
     def group_partition(self, group_id: str) -> tuple[str, int]:
         """The `__consumer_offsets` partition a group's transactional offsets go to (AddOffsetsToTxn)."""
         return OFFSETS_TOPIC, self.broker.coordinator.offsets.partition_for(group_id)
