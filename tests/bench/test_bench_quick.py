@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SUITES = sorted(p.stem for p in (REPO / "bench" / "suites").glob("*.py") if not p.stem.startswith("_"))
 COMPARED_WITH_MOCK = ("produce", "consume", "latency")
-COMPARED_WITH_KAFKA = ("produce", "perftest", "consume", "latency")
+COMPARED_WITH_KAFKA = ("produce", "perftest", "consume", "latency", "transactions")
 KAFKA_COLUMN_TOO = ("scale", "groups", "cluster")  # figures of a second or less, which may be 0 on a busy machine
 MOCK, KAFKA = "librdkafka mock", "Apache Kafka"
 CPU_METRIC = "broker CPU s / 1M records"
