@@ -1,5 +1,4 @@
-"""Transactions: transactional produce against Apache Kafka, read_committed against read_uncommitted, and the
-commit latency.
+"""Transactions: transactional produce against Apache Kafka, read_committed against read_uncommitted, commit latency.
 
 - Transactional produce: one confluent-kafka transactional producer writes transactions of 1,000 records of
   100 B (round-robin over 1 or 16 partitions) for 2 s (quick 0.6 s), each committed before the next begins;
