@@ -2,9 +2,10 @@
 directory between Kafka and kbroker").
 
 One broker writes a log dir: a topic in lz4 with keys, headers and explicit timestamps, a compacted topic,
-committed offsets with metadata. What clients read from it is the expected answer. It stops, the other broker
-starts over the same directory, and clients must read the same records at the same offsets and timestamps,
-the same commits, the same topic ids and configs, and new records go after the old ones.
+committed offsets with metadata, committed and aborted transactions. What clients read from it is the expected
+answer. It stops, the other broker starts over the same directory, and clients must read the same records at the
+same offsets and timestamps, the same commits, the same topic ids and configs, the same read_committed records and
+transactional id state, and new records go after the old ones.
 - Kafka 4.x (KRaft) -> kbroker: kbroker adopts the topics it finds, ids and configs from Kafka's metadata log.
 - kbroker -> Kafka 3.9 in ZooKeeper mode: the topics are registered in ZooKeeper from kbroker-topics.json.
 """
@@ -24,7 +25,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kbroker.log.checkpoints import uuid_text
 from kbroker.testing import BrokerProcess
+from wire import messages
 
+import differential
 import group_clients
 import java_harness
 import kafka_process
@@ -33,6 +36,8 @@ import settle
 pytestmark = [pytest.mark.client("confluent-kafka"),
               pytest.mark.scenario("Data directory moved between Kafka and kbroker")]
 LZ4, COMPACTED, GROUP = "lz4-headers", "compacted", "swap-group"
+TRANSACTIONAL, TRANSACTIONAL_ID = "transactional", "swap-txn"
+DESCRIBE_TRANSACTIONS = 65
 COMMITS = {0: (7, "seven"), 1: (3, "three")}
 TIMEOUT = 30
 Seen = list[tuple[int, int, bytes | None, bytes | None, list]]
@@ -55,6 +60,46 @@ class Observed:
     committed: dict
     topic_ids: dict[str, str]
     compacted_policy: str
+    read_committed: list[bytes]
+    transaction: tuple[str, int, int]  # the transactional id's state, producer id and epoch
+
+
+def write_transactions(bootstrap: str) -> None:
+    """Committed, aborted, committed: a .txnindex entry, markers, and the id's state in __transaction_state."""
+    settle.create_topic(bootstrap, TRANSACTIONAL, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID})
+    producer.init_transactions(TIMEOUT)
+    for values, commit in (([b"c1", b"c2"], True), ([b"a1"], False), ([b"c3"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(TRANSACTIONAL, value, partition=0)
+        producer.flush(TIMEOUT)
+        (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT)
+
+
+def read_committed(bootstrap: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(TRANSACTIONAL, 0, 0)])
+    values = []
+    try:
+        while (message := consumer.poll(TIMEOUT)) is not None and not message.error():
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def describe_transaction(bootstrap: str) -> tuple[str, int, int]:
+    """DescribeTransactions of TRANSACTIONAL_ID, once its coordinator has loaded it."""
+    connection = differential.Connection(bootstrap)
+    request = messages.DescribeTransactionsRequest(transactional_ids=[TRANSACTIONAL_ID])
+    try:
+        state = settle.eventually(lambda: connection.call(DESCRIBE_TRANSACTIONS, 0, request).transaction_states[0],
+                                  lambda found: found.error_code == 0)
+    finally:
+        connection.close()
+    return state.transaction_state, state.producer_id, state.producer_epoch
 
 
 def write_workload(bootstrap: str) -> None:
@@ -68,6 +113,7 @@ def write_workload(bootstrap: str) -> None:
         producer.produce(COMPACTED, key=f"key-{index % 4}", value=f"round-{index // 4}")
     assert producer.flush(TIMEOUT) == 0
     group_clients.commit_confluent(bootstrap, GROUP, LZ4, COMMITS)
+    write_transactions(bootstrap)
 
 
 def read_partition(bootstrap: str, topic: str, partition: int) -> Seen:
@@ -96,6 +142,8 @@ def observe(bootstrap: str) -> Observed:
         committed=group_clients.committed_confluent(bootstrap, GROUP, LZ4, [0, 1]),
         topic_ids={name: str(future.result(TIMEOUT).topic_id) for name, future in topics.items()},
         compacted_policy=configs["cleanup.policy"].value,
+        read_committed=read_committed(bootstrap),
+        transaction=describe_transaction(bootstrap),
     )
 
 
@@ -200,3 +248,12 @@ def test_the_new_broker_appends_after_the_last_offset(moved: Moved) -> None:
         message.offset()))
     assert producer.flush(TIMEOUT) == 0
     assert delivered == [len(moved.before.records[(LZ4, 0)])]
+
+
+def test_transactions_read_back_and_the_transactional_id_keeps_its_producer_id_and_epoch(moved: Moved) -> None:
+    """The other broker reads the aborted transaction from the .txnindex and the id's state from
+    __transaction_state, each written in the first broker's format."""
+    assert moved.before.read_committed == [b"c1", b"c2", b"c3"]
+    assert moved.after.read_committed == moved.before.read_committed
+    assert moved.before.transaction[0] == "CompleteCommit"
+    assert moved.after.transaction == moved.before.transaction
