@@ -43,14 +43,16 @@ NORMALISED: dict[str, str] = {
     "member_id": "generated member ids", "producer_id": "allocated producer ids",
     "log_dir": "a path under each broker's temp dir", "total_bytes": "disk size", "usable_bytes": "disk free",
     "finalized_features_epoch": "KRaft metadata offset",
+    "transaction_start_time_ms": "wall-clock time",
     "error_message": "human-readable text (only presence is compared)",
     "documentation": "human-readable text (only presence is compared)",
 }
 
 
 # Lists whose order Kafka does not define, sorted by the key named: Kafka 3.9 lists a topic's partitions in
-# hash-map order.
-UNORDERED: dict[str, str] = {"partitions": "partition_index"}
+# hash-map order, and AddPartitionsToTxn's topics come from a map in both lines.
+UNORDERED: dict[str, str] = {"partitions": "partition_index",
+                             "results_by_topic_v3_and_below": "name"}  # AddPartitionsToTxn: a map's order
 
 
 def normalise(value: Any, name: str = "") -> Any:
@@ -521,6 +523,68 @@ def _constant(data: dict) -> Template:
     return lambda ctx: data
 
 
+# ---- transactions: each case's transactional id is its own name ------------------------------------------
+
+def _initialised(ctx: Ctx) -> None:
+    """The case's transactional id initialised once (its coordinator found and loaded first): state pid, epoch."""
+    find = build("FindCoordinatorRequest", 1, {"key": ctx.name, "key_type": 1})
+    wait_for(lambda: ctx.conn.call(10, 1, find).error_code == 0, "the transaction coordinator")
+    init = build("InitProducerIdRequest", 0, {"transactional_id": ctx.name, "transaction_timeout_ms": 60000})
+    answers: list = []
+    wait_for(lambda: answers.append(ctx.conn.call(22, 0, init)) or answers[-1].error_code not in
+             COORDINATOR_NOT_READY, "InitProducerId for a transactional id")
+    assert answers[-1].error_code == 0, answers[-1]
+    ctx.state.update(pid=answers[-1].producer_id, epoch=answers[-1].producer_epoch)
+
+
+def _in_transaction(ctx: Ctx) -> None:
+    """Initialised, with TOPIC-0 added to an ongoing transaction."""
+    _initialised(ctx)
+    add = build("AddPartitionsToTxnRequest", 3, {
+        "v3_and_below_transactional_id": ctx.name, "v3_and_below_producer_id": ctx.state["pid"],
+        "v3_and_below_producer_epoch": ctx.state["epoch"],
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]})
+    response = ctx.conn.call(24, 3, add)
+    assert response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0, response
+
+
+def _fenced(ctx: Ctx) -> None:
+    """Initialised twice: the first epoch is fenced (state keeps it)."""
+    _initialised(ctx)
+    first = dict(ctx.state)
+    _initialised(ctx)
+    ctx.state.update(first)
+
+
+def _txn_init(timeout_ms: int = 60000, transactional_id: str | None = None) -> Template:
+    return lambda ctx: {"transactional_id": ctx.name if transactional_id is None else transactional_id,
+                        "transaction_timeout_ms": timeout_ms, "producer_id": -1, "producer_epoch": -1}
+
+
+def _add_partitions(topics: dict[str, list[int]], producer_id: int | None = None) -> Template:
+    return lambda ctx: {"v3_and_below_transactional_id": ctx.name,
+                        "v3_and_below_producer_id": ctx.state.get("pid", 0) if producer_id is None else producer_id,
+                        "v3_and_below_producer_epoch": ctx.state.get("epoch", 0),
+                        "v3_and_below_topics": [{"name": name, "partitions": indexes}
+                                                for name, indexes in topics.items()]}
+
+
+def _end_txn(committed: bool, producer_id: int | None = None) -> Template:
+    return lambda ctx: {"transactional_id": ctx.name, "committed": committed,
+                        "producer_id": ctx.state.get("pid", 0) if producer_id is None else producer_id,
+                        "producer_epoch": ctx.state.get("epoch", 0)}
+
+
+def _add_offsets(producer_id: int | None = None) -> Template:
+    return lambda ctx: {"transactional_id": ctx.name, "group_id": GROUP,
+                        "producer_id": ctx.state.get("pid", 0) if producer_id is None else producer_id,
+                        "producer_epoch": ctx.state.get("epoch", 0)}
+
+
+CLIENT_ADD_PARTITIONS = lambda version: version <= 3  # noqa: E731 - v4+ is broker to broker (ClusterAction)
+UNKNOWN_PRODUCER = 987_654_321
+
+
 def _describe_topic_partitions(topics: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None):
     return _constant({"topics": [{"name": topic} for topic in topics], "response_partition_limit": limit,
                       "cursor": cursor and {"topic_name": cursor[0], "partition_index": cursor[1]}})
@@ -674,6 +738,38 @@ CASES: dict[str, list[Case]] = {
     "InitProducerId": [
         Case("idempotent", _constant({"transactional_id": None, "transaction_timeout_ms": -1,
                                       "producer_id": -1, "producer_epoch": -1})),
+        Case("transactional_again", _txn_init(), prepare=_initialised),
+        Case("timeout_above_max", _txn_init(900_001), prepare=_initialised),
+        Case("empty_transactional_id", _txn_init(transactional_id="")),
+    ],
+    "AddPartitionsToTxn": [
+        Case("valid", _add_partitions({TOPIC: [0, 1]}), prepare=_initialised, versions=CLIENT_ADD_PARTITIONS),
+        Case("unknown_topic", _add_partitions({TOPIC: [0], UNKNOWN: [0]}), prepare=_initialised,
+             versions=CLIENT_ADD_PARTITIONS),
+        Case("internal_topic", _add_partitions({TOPIC: [0], "__consumer_offsets": [0]}), prepare=_initialised,
+             versions=CLIENT_ADD_PARTITIONS),
+        Case("fenced_epoch", _add_partitions({TOPIC: [0]}), prepare=_fenced, versions=CLIENT_ADD_PARTITIONS),
+        Case("unknown_producer_id", _add_partitions({TOPIC: [0]}, UNKNOWN_PRODUCER), prepare=_initialised,
+             versions=CLIENT_ADD_PARTITIONS),
+    ],
+    "AddOffsetsToTxn": [
+        Case("valid", _add_offsets(), prepare=_initialised),
+        Case("unknown_producer_id", _add_offsets(UNKNOWN_PRODUCER), prepare=_initialised),
+    ],
+    "EndTxn": [
+        Case("commit", _end_txn(True), prepare=_in_transaction),
+        Case("abort", _end_txn(False), prepare=_in_transaction),
+        Case("no_transaction", _end_txn(True), prepare=_initialised),
+        Case("fenced_epoch", _end_txn(False), prepare=_fenced),
+    ],
+    "DescribeTransactions": [
+        Case("ongoing", lambda ctx: {"transactional_ids": [ctx.name]}, prepare=_in_transaction),
+        Case("unknown", lambda ctx: {"transactional_ids": [f"{ctx.name}-never"]}),
+    ],
+    "ListTransactions": [
+        Case("by_producer_id", lambda ctx: {"state_filters": ["Ongoing", "Sleeping"],
+                                            "producer_id_filters": [ctx.state["pid"]], "duration_filter": -1},
+             prepare=_in_transaction),
     ],
     "OffsetForLeaderEpoch": [
         Case("valid", lambda ctx: {"replica_id": -1, "topics": [{"topic": TOPIC, "partitions": [

@@ -49,8 +49,10 @@ def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, pro
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coordinator = broker.transactions
     refused = {} if verify_only else _refused_partitions(broker, topics)
-    if refused:
-        errors = {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    if refused:  # in Kafka's order: unauthorized (internal) topics, unknown ones, then the rest
+        order = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        errors = {tp: code for code in order for tp, refusal in refused.items() if refusal == code}
+        errors.update((tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted if tp not in refused)
     elif verify_only:  # a partition leader asking whether the producer added these (KIP-890)
         errors = {tp: coordinator.verify(transactional_id, producer_id, producer_epoch, tp) for tp in wanted}
     else:
@@ -120,9 +122,9 @@ async def describe_transactions(broker: Broker, header, request):
     for transactional_id in request.transactional_ids:
         error, metadata = broker.transactions.describe(transactional_id)
         if metadata is None:
-            states.append(Response.TransactionState(
+            states.append(Response.TransactionState(  # Kafka leaves the other fields at their defaults
                 error_code=error, transactional_id=transactional_id, transaction_state="", transaction_timeout_ms=0,
-                transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[]))
+                transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[]))
             continue
         states.append(Response.TransactionState(
             error_code=0, transactional_id=transactional_id, transaction_state=metadata.state.kafka_name,
