@@ -957,11 +957,8 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """Kafka's LSO: the first unstable offset when it is below the high watermark, else the high
         watermark. READ_COMMITTED consumers read below it."""
-        first = self._producers.first_unstable_offset
-        if first is None:
-            return self._high_watermark
-        first = max(first, self._log_start_offset)
-        return first if first < self._high_watermark else self._high_watermark
+        first = self.first_unstable_offset
+        return self._high_watermark if first is None else min(first, self._high_watermark)
 
     @_locked
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:

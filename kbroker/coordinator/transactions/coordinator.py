@@ -376,8 +376,9 @@ class TransactionCoordinator:
         """Kafka's listTransactionStates: (the state names it does not know, the matching transactions). A filter
         given matches only what it names (unknown names match nothing); a duration keeps transactions started
         longer ago than that; the pattern is a regex matched against the whole id (KIP-1152)."""
-        states = {TxnState.from_kafka_name(name) for name in state_names}
-        unknown = [name for name in state_names if TxnState.from_kafka_name(name) is None]
+        named = {name: TxnState.from_kafka_name(name) for name in state_names}
+        states = {state for state in named.values() if state is not None}
+        unknown = [name for name, state in named.items() if state is None]
         now = _now_ms()
         matcher = re.compile(id_pattern) if id_pattern else None
         return unknown, [
