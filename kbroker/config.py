@@ -158,6 +158,7 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1), ">= 1"),
     Property("transaction.state.log.segment.bytes", _parse_int, 104_857_600, _at_least(1), ">= 1"),
     Property("transaction.max.timeout.ms", _parse_int, 900_000, _at_least(1), ">= 1"),
+    Property("request.timeout.ms", _parse_int, 30_000, _at_least(0), ">= 0"),
     Property("transaction.partition.verification.enable", _parse_bool, True),
     Property("transactional.id.expiration.ms", _parse_int, 604_800_000, _at_least(1), ">= 1"),
     Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int, 10_000, _at_least(1),

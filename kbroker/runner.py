@@ -91,8 +91,9 @@ class RunningBroker:
         # group commit: the connections flush staged offset commits before they send any answer (a cluster's
         # commits wait for the ISR instead)
         self.broker.coordinator.offsets.deferring = not self.config.cluster_mode
-        if not self.config.cluster_mode:  # a cluster's transaction coordinators are still to come (issue 15)
-            self.broker.transactions.start()  # replays __transaction_state, ends what a crash left prepared
+        # a single node replays __transaction_state and ends what a crash left prepared; a cluster member loads the
+        # partitions it comes to lead (kbroker/cluster/member.py)
+        await self.broker.transactions.start()
         if before_listening is not None:
             before_listening()
         quotas = ConnectionQuotas(lambda: self.broker.config)

@@ -39,8 +39,10 @@ NOTES = {
     "transaction.state.log.num.partitions": "`__transaction_state`'s partitions when the first transactional "
                                             "producer creates it; a transactional id lives in partition "
                                             "abs(hash(id)) % this",
-    "transaction.state.log.min.isr": "for a cluster's `__transaction_state` (transactions run on a single node "
-                                     "so far)",
+    "transaction.state.log.min.isr": "`__transaction_state`'s `min.insync.replicas`: a cluster's transaction "
+                                     "state writes are refused with fewer replicas in sync",
+    "request.timeout.ms": "how long a cluster's transaction coordinator waits for its state writes and markers "
+                          "to be replicated",
     "transaction.max.timeout.ms": "a producer asking for a longer `transaction.timeout.ms` gets "
                                   "INVALID_TRANSACTION_TIMEOUT",
     "transactional.id.expiration.ms": "a transactional id idle this long with no open transaction is forgotten",

@@ -12,6 +12,7 @@ from kbroker.apis.registry import handles
 from kbroker.authorization import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.broker import LEADER_EPOCH, Broker, Topic, topic_name_problem
 from kbroker.coordinator.offsets import OFFSETS_TOPIC
+from kbroker.coordinator.transactions.records import TRANSACTION_TOPIC
 from wire import messages
 from wire.errors import ErrorCode
 from wire.schema import ZERO_UUID
@@ -78,6 +79,8 @@ async def _create_in_cluster(broker: Broker, name: str) -> ErrorCode:
     config, admin = broker.config, TopicAdmin(broker.cluster)
     if name == OFFSETS_TOPIC:
         return await admin.create_offsets_topic(config)
+    if name == TRANSACTION_TOPIC:
+        return await admin.create_transaction_topic(config)
     return await admin.create_automatically(name, int(config["num.partitions"]),
                                             int(config["default.replication.factor"]), {})
 

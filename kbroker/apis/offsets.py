@@ -18,6 +18,7 @@ from kbroker.coordinator.offsets import (
     OffsetStore,
     coordinator_error,
 )
+from kbroker.coordinator.transactions.records import TRANSACTION_TOPIC
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
 from wire.errors import ErrorCode
@@ -26,6 +27,7 @@ from wire.schema import ZERO_UUID
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
 _NO_ERROR = int(ErrorCode.NONE)  # a plain int: an enum member lookup costs more than the rest of a check
+NO_PRODUCER_ID = -1  # Kafka's RecordBatch.NO_PRODUCER_ID
 log = logging.getLogger(__name__)
 
 
@@ -60,19 +62,19 @@ def _coordinator_for(broker: Broker, key: str, key_type: int) -> tuple[int, str 
 
 async def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, str | None,
                                                                                tuple[int, str, int]]:
-    """A cluster member's answer, from its metadata cache: the leader of the key's __consumer_offsets partition
-    (Kafka's Utils.abs(groupId.hashCode) % partitions), on the listener this broker advertises. A missing topic
-    is created first, as Kafka does, and the answer is COORDINATOR_NOT_AVAILABLE until it has leaders."""
+    """A cluster member's answer, from its metadata cache: the leader of the key's __consumer_offsets partition (or
+    __transaction_state's for a transactional id: Kafka's Utils.abs(key.hashCode) % partitions), on the listener
+    this broker advertises. A missing topic is created first, as Kafka does, and the answer is
+    COORDINATOR_NOT_AVAILABLE until it has leaders."""
     nowhere = (-1, "", -1)
     problem = _key_problem(key, key_type)
     if problem is not None:
         return *problem, nowhere
-    if key_type == KEY_TYPE_TRANSACTION:  # a cluster's transaction coordinators are still to come (issue 15)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", nowhere
+    topic = TRANSACTION_TOPIC if key_type == KEY_TYPE_TRANSACTION else OFFSETS_TOPIC
     cache = broker.cluster.metadata
-    partitions = cache.partitions(OFFSETS_TOPIC)
+    partitions = cache.partitions(topic)
     if not partitions:
-        await _create_offsets_topic(broker)
+        await _create_internal_topic(broker, topic)
     else:
         state = partitions[partition_for(key, len(partitions))]
         endpoint = cache.endpoint(state.leader, broker.advertised_listener.name)
@@ -81,15 +83,20 @@ async def _cluster_coordinator(broker: Broker, key: str, key_type: int) -> tuple
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", nowhere
 
 
-async def _create_offsets_topic(broker: Broker) -> None:
-    """Kafka's creation of __consumer_offsets on the first FindCoordinator: offsets.topic.num.partitions
-    partitions of offsets.topic.replication.factor replicas over the live brokers, written to ZooKeeper. It
-    fails while fewer brokers are alive than that factor (the client keeps asking, as against Kafka)."""
+async def _create_internal_topic(broker: Broker, topic: str) -> None:
+    """Kafka's creation of __consumer_offsets (__transaction_state) on the first FindCoordinator:
+    offsets.topic.num.partitions (transaction.state.log.num.partitions) partitions of as many replicas as the
+    replication factor asks, over the live brokers, written to ZooKeeper. It fails while fewer brokers are alive
+    than that factor (the client keeps asking, as against Kafka)."""
     from kbroker.cluster.topic_admin import TopicAdmin
 
-    error = await TopicAdmin(broker.cluster).create_offsets_topic(broker.config)
+    admin = TopicAdmin(broker.cluster)
+    if topic == TRANSACTION_TOPIC:
+        error = await admin.create_transaction_topic(broker.config)
+    else:
+        error = await admin.create_offsets_topic(broker.config)
     if error != ErrorCode.LEADER_NOT_AVAILABLE:
-        log.info("cannot create %s yet: %s", OFFSETS_TOPIC, error.name)  # clients keep asking: not a warning
+        log.info("cannot create %s yet: %s", topic, error.name)  # clients keep asking: not a warning
 
 
 async def _locate(broker: Broker, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
@@ -179,15 +186,23 @@ async def offset_commit(broker: Broker, header, request):
         topics.append(Topic_(name=name, topic_id=topic_id, partitions=partitions))
     if commits:
         store = coordinator.offsets
-        end = _store_commits(store, group_id, commits, now, topics)
-        stored = end is not None or store.deferring
-        if end is not None and store.owned is not None:  # a cluster: it holds, and is answered, once the ISR has it
-            stored = await _replicated(broker, store, group_id, end, topics)
-            store.replicated_commits(group_id, commits, end, stored)
+        stored = await _commit(broker, store, group_id, commits, now, topics)
         if stored and group is None and consumer_group is None and not error and \
                 not store.not_coordinating(group_id):
             coordinator.groups.groups.setdefault(group_id, Group(group_id))  # a group used only for offsets
     return Response(throttle_time_ms=0, topics=topics)
+
+
+async def _commit(broker: Broker, store: OffsetStore, group_id: str, commits: dict[tuple[str, int], CommittedOffset],
+                  now: int, topics: list) -> bool:
+    """OffsetCommit's write of the commits: whether they hold (staged ones do: they are flushed before the answer
+    leaves; in a cluster once the ISR has them). The partitions that were to be committed say why not."""
+    end = _store_commits(store, group_id, commits, now, topics)
+    stored = end is not None or store.deferring
+    if end is not None and store.owned is not None:  # a cluster: it holds, and is answered, once the ISR has it
+        stored = await _replicated(broker, store, group_id, end, topics)
+        store.replicated_commits(group_id, commits, end, stored)
+    return stored
 
 
 def _store_commits(store: OffsetStore, group_id: str, commits: dict[tuple[str, int], CommittedOffset], now: int,
@@ -239,15 +254,30 @@ def _txn_commit_failed(request, error: int):
                                         for p in t.partitions]) for t in request.topics])
 
 
+def _unverified_producer(broker: Broker, request) -> int:
+    """KIP-890's verification of a TxnOffsetCommit whose producer id no transaction can have (below 0; -1 is
+    NO_PRODUCER_ID). Kafka (`transaction.partition.verification.enable`, on by default) asks the transactional
+    id's coordinator, before the group checks the member, whether the producer's transaction has the group's
+    __consumer_offsets partition (GroupCoordinator.handleTxnCommitOffsets); the coordinator finds the id's producer
+    is another and answers INVALID_PRODUCER_ID_MAPPING (INVALID_REQUEST for an empty transactional id), which every
+    partition of the TxnOffsetCommit then says. NONE when nothing is to be verified."""
+    if request.producer_id >= 0 or not broker.config["transaction.partition.verification.enable"]:
+        return _NO_ERROR
+    return ErrorCode.INVALID_PRODUCER_ID_MAPPING if request.transactional_id else ErrorCode.INVALID_REQUEST
+
+
 def _txn_commit_error(broker: Broker, request, version: int) -> int:
-    """The group's answer to a TxnOffsetCommit (Kafka's validateGroupStatus, then validateOffsetCommit of
-    the classic or KIP-848 group); v0-2 name no member, generation or instance."""
+    """The group's answer to a TxnOffsetCommit (Kafka's validateGroupStatus, the producer's verification, then
+    validateOffsetCommit of the classic or KIP-848 group); v0-2 name no member, generation or instance."""
     group_id = request.group_id
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID
     coordinator = broker.coordinator
     if coordinator.offsets.not_coordinating(group_id):
         return ErrorCode.NOT_COORDINATOR  # led elsewhere, or its log dir failed (no load is ever in progress here)
+    unverified = _unverified_producer(broker, request)
+    if unverified:
+        return unverified
     member_id, instance_id, generation = ((request.member_id, request.group_instance_id, request.generation_id)
                                           if version >= 3 else ("", None, -1))
     consumer_group = coordinator.consumer_groups.group(group_id)
@@ -260,7 +290,8 @@ def _txn_commit_error(broker: Broker, request, version: int) -> int:
 @handles(28, failed=_txn_commit_failed)
 async def txn_offset_commit(broker: Broker, header, request):
     """Offsets committed inside a transaction: appended now, as one transactional batch of the producer, and
-    invisible to OffsetFetch until the transaction's marker commits them (OffsetStore.complete_transaction)."""
+    invisible to OffsetFetch until the transaction's marker commits them (OffsetStore.complete_transaction).
+    Producer id -1 is refused by verification, or else (verification off) a plain commit, as in Kafka."""
     Response, Topic_, Partition_ = _txn_commit_response_classes()
     version = header.request_api_version
     group_id = request.group_id
@@ -290,12 +321,19 @@ async def txn_offset_commit(broker: Broker, header, request):
     if commits:
         coordinator = broker.coordinator
         store = coordinator.offsets
-        end = _store_txn_commits(store, request, commits, now, topics)
-        # a cluster: answered once the ISR has it, as OffsetCommit
-        if end is not None and store.owned is not None and not await _replicated(broker, store, group_id, end, topics):
-            store.abandon_transactional(group_id, request.producer_id, commits, end)
-            end = None
-        if end is not None and coordinator.consumer_groups.group(group_id) is None and \
+        if request.producer_id == NO_PRODUCER_ID:
+            # no producer and no verification: Kafka's storeOffsets writes a plain commit (a TxnOffsetCommit is
+            # transactional only for producerId != NO_PRODUCER_ID), which counts at once; no marker would ever come
+            stored = await _commit(broker, store, group_id, commits, now, topics)
+        else:
+            end = _store_txn_commits(store, request, commits, now, topics)
+            # a cluster: answered once the ISR has it, as OffsetCommit
+            if end is not None and store.owned is not None and \
+                    not await _replicated(broker, store, group_id, end, topics):
+                store.abandon_transactional(group_id, request.producer_id, commits, end)
+                end = None
+            stored = end is not None
+        if stored and coordinator.consumer_groups.group(group_id) is None and \
                 not store.not_coordinating(group_id):
             coordinator.groups.groups.setdefault(group_id, Group(group_id))  # Kafka creates the group as Empty
     return Response(throttle_time_ms=0, topics=topics)

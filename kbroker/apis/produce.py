@@ -88,7 +88,7 @@ def _append(broker: Broker, topic_name: str, partition, now: int, acks: int):
 PRODUCE_KNOWS_ABORTABLE_FROM = 11  # older clients are told INVALID_TXN_STATE (Kafka's defaultError operation)
 
 
-def _unverified(broker: Broker, transactional_id: str, topic_name: str, partition, version: int):
+async def _unverified(broker: Broker, transactional_id: str, topic_name: str, partition, version: int):
     """KIP-890 part 1 (Kafka 3.6+, `transaction.partition.verification.enable`): a transactional batch that would open
     a transaction in this partition is appended only if the coordinator has the partition in the producer's ongoing
     transaction, so a late or stray batch cannot leave an open transaction no marker will ever end. The refusal, as
@@ -106,8 +106,8 @@ def _unverified(broker: Broker, transactional_id: str, topic_name: str, partitio
     entry = plog.producer_state.producers.get(header.producer_id) if plog is not None else None
     if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
         return None  # its transaction is open here already: verified when it began
-    error = broker.transactions.verify(transactional_id, header.producer_id, header.producer_epoch,
-                                       (topic_name, partition.index))
+    error = await _verify(broker, transactional_id, header.producer_id, header.producer_epoch,
+                          (topic_name, partition.index))
     if error == ErrorCode.NONE:
         return None
     if error == ErrorCode.PRODUCER_FENCED:
@@ -122,6 +122,17 @@ def _unverified(broker: Broker, transactional_id: str, topic_name: str, partitio
                                    message="Unable to verify the partition has been added to the transaction. "
                                            f"Underlying error: {error.name}")
     return _partition_response(partition.index, error)
+
+
+async def _verify(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
+                  partition: tuple[str, int]) -> ErrorCode:
+    """The coordinator's verify-only answer: this broker's own, or (a cluster member that does not coordinate the
+    id) its coordinator's over AddPartitionsToTxn v4, as Kafka's AddPartitionsToTxnManager asks it."""
+    coordinator = broker.transactions
+    member = getattr(broker, "cluster", None)
+    if member is None or coordinator.coordinator_error(transactional_id) is None:
+        return coordinator.verify(transactional_id, producer_id, producer_epoch, partition)
+    return await member.transaction_channel.verify(transactional_id, producer_id, producer_epoch, partition)
 
 
 async def _await_acks(broker: Broker, waiting: dict[tuple[str, int], tuple[object, int]], timeout_ms: int) -> None:
@@ -150,9 +161,7 @@ async def produce(broker: Broker, header, request):
     acks = request.acks
     topics = []
     waiting: dict[tuple[str, int], tuple[object, int]] = {}  # acks=all: partition -> (its answer, offset to reach)
-    # a cluster has no transaction coordinator yet (issue 15): its brokers take transactional batches unverified
-    verify = request.transactional_id is not None and broker.config["transaction.partition.verification.enable"] \
-        and getattr(broker, "cluster", None) is None
+    verify = request.transactional_id is not None and broker.config["transaction.partition.verification.enable"]
     for topic_data in request.topic_data:
         name = topic_data.name
         if version >= 13:
@@ -162,7 +171,7 @@ async def produce(broker: Broker, header, request):
         if refusal is None:
             partitions = []
             for p in topic_data.partition_data:
-                unverified = _unverified(broker, request.transactional_id, name, p, version) if verify else None
+                unverified = await _unverified(broker, request.transactional_id, name, p, version) if verify else None
                 if unverified is not None:
                     partitions.append(unverified)
                     continue

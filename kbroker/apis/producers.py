@@ -18,7 +18,7 @@ async def init_producer_id(broker: Broker, header, request):
     R = messages.InitProducerIdResponse
     version = header.request_api_version
     if request.transactional_id is not None:
-        error, producer_id, epoch = broker.transactions.init_producer_id(
+        error, producer_id, epoch = await broker.transactions.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms, request.producer_id if version >= 3 else -1,
             request.producer_epoch if version >= 3 else -1)
         if error == ErrorCode.PRODUCER_FENCED and version < FENCED_FROM:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
+from kbroker.coordinator.topic_regex import InvalidRegex
 from kbroker.coordinator.transactions.markers import write_marker
 from wire import messages
 from wire.errors import ErrorCode
@@ -29,8 +30,8 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 def _refused_partitions(broker: Broker, topics) -> dict[tuple[str, int], ErrorCode]:
     """Partitions no transaction may name: internal topics' (Kafka authorizes only the others, so a marker never
-    lands in __transaction_state) and unknown ones."""
-    known = broker.topics
+    lands in __transaction_state) and unknown ones (in a cluster: unknown to the metadata cache)."""
+    known = broker.known_topics()[0]
     refused = {}
     for topic in topics:
         for partition in topic.partitions:
@@ -41,7 +42,7 @@ def _refused_partitions(broker: Broker, topics) -> dict[tuple[str, int], ErrorCo
     return refused
 
 
-def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int, topics,
+async def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int, topics,
                     verify_only: bool, version: int):
     """One transaction's topic results: refused partitions their error and the rest OPERATION_NOT_ATTEMPTED (Kafka
     adds none then), else the coordinator's one answer for all."""
@@ -56,7 +57,7 @@ def _add_partitions(broker: Broker, transactional_id: str, producer_id: int, pro
     elif verify_only:  # a partition leader asking whether the producer added these (KIP-890)
         errors = {tp: coordinator.verify(transactional_id, producer_id, producer_epoch, tp) for tp in wanted}
     else:
-        error = _for_version(coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
+        error = _for_version(await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
                              version)
         errors = {tp: error for tp in wanted}
     by_topic: dict[str, list] = {}
@@ -72,11 +73,11 @@ async def add_partitions_to_txn(broker: Broker, header, request):
     Response = messages.AddPartitionsToTxnResponse
     version = header.request_api_version
     if version <= 3:
-        return Response(throttle_time_ms=0, results_by_topic_v3_and_below=_add_partitions(
+        return Response(throttle_time_ms=0, results_by_topic_v3_and_below=await _add_partitions(
             broker, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False, version))
     return Response(throttle_time_ms=0, error_code=0, results_by_transaction=[
-        Response.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_add_partitions(
+        Response.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=await _add_partitions(
             broker, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, version))
         for t in request.transactions])
 
@@ -84,7 +85,7 @@ async def add_partitions_to_txn(broker: Broker, header, request):
 @handles(25)
 async def add_offsets_to_txn(broker: Broker, header, request):
     coordinator = broker.transactions
-    error = coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+    error = await coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                        [coordinator.group_partition(request.group_id)])
     return messages.AddOffsetsToTxnResponse(throttle_time_ms=0,
                                             error_code=_for_version(error, header.request_api_version))
@@ -92,27 +93,44 @@ async def add_offsets_to_txn(broker: Broker, header, request):
 
 @handles(26, versions=(0, 4))  # v5 is transactions v2 (KIP-890), which kbroker does not advertise yet
 async def end_txn(broker: Broker, header, request):
-    error = broker.transactions.end_transaction(request.transactional_id, request.producer_id,
+    error = await broker.transactions.end_transaction(request.transactional_id, request.producer_id,
                                                 request.producer_epoch, request.committed)
     return messages.EndTxnResponse(throttle_time_ms=0, error_code=_for_version(error, header.request_api_version))
 
 
 @handles(27)
 async def write_txn_markers(broker: Broker, header, request):
-    """Markers from a coordinator (or Admin.abortTransaction) for partitions this broker leads."""
+    """Markers from a coordinator (or Admin.abortTransaction) for partitions this broker leads; in a cluster answered
+    once each partition's ISR has its marker, as Kafka appends them with acks=all."""
     Response = messages.WriteTxnMarkersResponse
     now = now_ms()
+    written: dict[tuple[str, int], int] = {}  # partition -> the end of its marker
     results = []
     for marker in request.markers:
         topics = []
         for topic in marker.topics:
-            partitions = [Response.WritableTxnMarkerPartitionResult(
-                partition_index=index, error_code=write_marker(
-                    broker, topic.name, index, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                    marker.transaction_result, now)) for index in topic.partition_indexes]
+            partitions = []
+            for index in topic.partition_indexes:
+                error, end = write_marker(broker, topic.name, index, marker.producer_id, marker.producer_epoch,
+                                          marker.coordinator_epoch, marker.transaction_result, now)
+                partitions.append(Response.WritableTxnMarkerPartitionResult(partition_index=index, error_code=error))
+                if end >= 0:
+                    written[(topic.name, index)] = max(end, written.get((topic.name, index), end))
             topics.append(Response.WritableTxnMarkerTopicResult(name=topic.name, partitions=partitions))
         results.append(Response.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    if written and getattr(broker, "cluster", None) is not None:
+        await _replicated(broker, written, results)
     return Response(markers=results)
+
+
+async def _replicated(broker: Broker, written: dict[tuple[str, int], int], results) -> None:
+    errors = await broker.replicas.wait_for_acks(written, int(broker.config["request.timeout.ms"]))
+    for marker in results:
+        for topic in marker.topics:
+            for partition in topic.partitions:
+                error = errors.get((topic.name, partition.partition_index))
+                if error and not partition.error_code:
+                    partition.error_code = error
 
 
 @handles(65)
@@ -144,8 +162,8 @@ async def list_transactions(broker: Broker, header, request):
             list(request.state_filters), set(request.producer_id_filters),
             request.duration_filter if version >= 1 else -1,
             request.transactional_id_pattern if version >= 2 else None)
-    except Exception:  # a pattern Python's re cannot compile
-        return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, unknown_state_filters=[],
+    except InvalidRegex:  # Kafka's InvalidRegularExpression, answered by KafkaApis' getErrorResponse
+        return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION, unknown_state_filters=[],
                         transaction_states=[])
     return Response(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown, transaction_states=[
         Response.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,

@@ -34,9 +34,11 @@ from kbroker.cluster.metadata_cache import MetadataCache, MetadataUpdate
 from kbroker.cluster.model import BrokerRegistration, EndPoint
 from kbroker.cluster.partition import Partition, Role
 from kbroker.cluster.producer_ids import ProducerIdManager
+from kbroker.cluster.transaction_channel import TransactionChannel
 from kbroker.cluster.zk import ZkClient
 from kbroker.config import BrokerConfig, build
 from kbroker.coordinator.offsets import OFFSETS_TOPIC
+from kbroker.coordinator.transactions.records import TRANSACTION_TOPIC
 from kbroker.dynamic_config import DEFAULT_ENTITY
 from kbroker.log.checkpoints import read_meta_properties
 from kbroker.log.errors import LogDirOfflineError
@@ -80,6 +82,7 @@ class ClusterMember:
         self.alter_partitions: AlterPartitionManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.channel: ControllerChannel | None = None
+        self.transaction_channel: TransactionChannel | None = None
         self.controller = None  # kbroker.cluster.controller's, when it exists
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -133,6 +136,7 @@ class ClusterMember:
                                                       broker.replicas, self._topic_id)
         self.alter_partitions.start()
         self.producer_ids = ProducerIdManager(self.broker_id, lambda: self.broker_epoch, self.channel)
+        self.transaction_channel = TransactionChannel(self, int(self.config["request.timeout.ms"]) / 1000)  # type: ignore[call-overload]
 
     def _unhosted_error(self, local_error, topic: str, index: int) -> ErrorCode:
         error = local_error(topic, index)
@@ -287,30 +291,44 @@ class ClusterMember:
         self._spawn(self.fetchers.shutdown_idle_fetchers())
 
     async def move_coordination(self, leaders: Iterable[Partition], others: Iterable[Partition]) -> None:
-        """Kafka's onLeadershipChange for the group coordinator: the groups of the `__consumer_offsets`
-        partitions led here now are loaded, those of partitions followed or stopped here are let go."""
-        led = [p.index for p in leaders if p.topic == OFFSETS_TOPIC]
+        """Kafka's onLeadershipChange for the group and transaction coordinators: the groups (transactional ids) of
+        the `__consumer_offsets` (`__transaction_state`) partitions led here now are loaded, those of partitions
+        followed or stopped here are let go."""
+        leaders = list(leaders)
         self.stop_coordinating((p.topic, p.index) for p in others)
-        if led:
-            coordinator = self.broker.coordinator
-            count = len(self.metadata.partitions(OFFSETS_TOPIC))
-            if not count:  # LeaderAndIsr may come before the UpdateMetadata that names the topic
-                assignment = await asyncio.to_thread(self.zk.topic_assignment, OFFSETS_TOPIC)
-                count = len(assignment.partitions) if assignment is not None else \
-                    int(self.config["offsets.topic.num.partitions"])  # type: ignore[call-overload]
-            for index in led:
-                partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-                if partition is not None and partition.is_leader:  # still, after the wait for ZooKeeper
-                    try:
-                        coordinator.load_partition(index, count)
-                    except Exception:  # its groups stay unserved (NOT_COORDINATOR); the other partitions load
-                        log.exception("cannot load the groups of %s-%d", OFFSETS_TOPIC, index)
+        for topic, coordinator, count_config in (
+                (OFFSETS_TOPIC, self.broker.coordinator, "offsets.topic.num.partitions"),
+                (TRANSACTION_TOPIC, self.broker.transactions, "transaction.state.log.num.partitions")):
+            led = [p.index for p in leaders if p.topic == topic]
+            if led:
+                count = await self._partition_count(topic, count_config)
+                self._load(topic, coordinator, led, count)
+
+    async def _partition_count(self, topic: str, count_config: str) -> int:
+        count = len(self.metadata.partitions(topic))
+        if not count:  # LeaderAndIsr may come before the UpdateMetadata that names the topic
+            assignment = await asyncio.to_thread(self.zk.topic_assignment, topic)
+            count = len(assignment.partitions) if assignment is not None else \
+                int(self.config[count_config])  # type: ignore[call-overload]
+        return count
+
+    def _load(self, topic: str, coordinator, led: list[int], count: int) -> None:
+        for index in led:
+            partition = self.broker.replicas.get(topic, index)
+            if partition is not None and partition.is_leader:  # still, after the wait for ZooKeeper
+                try:
+                    coordinator.load_partition(index, count)
+                except Exception:  # its keys stay unserved (NOT_COORDINATOR); the other partitions load
+                    log.exception("cannot load the coordinator state of %s-%d", topic, index)
 
     def stop_coordinating(self, keys: Iterable[tuple[str, int]]) -> None:
-        """The groups of these partitions (those of `__consumer_offsets`) are no longer coordinated here."""
+        """The groups (transactional ids) of these partitions of `__consumer_offsets` (`__transaction_state`) are
+        no longer coordinated here."""
         for topic, index in keys:
             if topic == OFFSETS_TOPIC:
                 self.broker.coordinator.unload_partition(index)
+            elif topic == TRANSACTION_TOPIC:
+                self.broker.transactions.unload_partition(index)
 
     def _follow(self, followers: Iterable[Partition], live_leaders: dict[int, EndPoint]) -> None:
         adding = []
@@ -371,6 +389,8 @@ class ClusterMember:
             await self.alter_partitions.stop()
         if self.fetchers is not None:
             await self.fetchers.stop()
+        if self.transaction_channel is not None:
+            self.transaction_channel.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.to_thread(self.zk.close)

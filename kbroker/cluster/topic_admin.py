@@ -24,6 +24,7 @@ from kbroker.cluster.placement import (
 from kbroker.cluster.zk import TopicExistsError
 from kbroker.config import BrokerConfig
 from kbroker.coordinator.offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from kbroker.coordinator.transactions.records import TRANSACTION_TOPIC
 from wire.errors import ErrorCode
 
 WAIT_STEP_S = 0.05  # how often a waiting request looks at the metadata cache again
@@ -92,6 +93,16 @@ class TopicAdmin:
         partitions = int(config["offsets.topic.num.partitions"])  # type: ignore[call-overload]
         replication_factor = int(config["offsets.topic.replication.factor"])  # type: ignore[call-overload]
         return await self.create_automatically(OFFSETS_TOPIC, partitions, replication_factor, OFFSETS_TOPIC_CONFIGS)
+
+    async def create_transaction_topic(self, config: BrokerConfig) -> ErrorCode:
+        """__transaction_state auto-created with its own settings (transaction.state.log.*), whether
+        FindCoordinator or Metadata asked first."""
+        from kbroker.coordinator.transactions.coordinator import transaction_topic_configs
+
+        partitions = int(config["transaction.state.log.num.partitions"])  # type: ignore[call-overload]
+        replication_factor = int(config["transaction.state.log.replication.factor"])  # type: ignore[call-overload]
+        return await self.create_automatically(TRANSACTION_TOPIC, partitions, replication_factor,
+                                               transaction_topic_configs(config))
 
     def has_leaders(self, name: str, partition_count: int) -> bool:
         """DelayedCreatePartitions' test: the metadata cache knows a leader for every partition."""

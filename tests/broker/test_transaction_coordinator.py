@@ -227,7 +227,7 @@ def test_a_transaction_left_prepared_gets_its_markers_when_the_broker_starts(tmp
 
 
 async def _write_async(coordinator, metadata) -> None:
-    assert coordinator._write(metadata) == ErrorCode.NONE
+    assert await coordinator._write(metadata) == ErrorCode.NONE
 
 
 def test_state_records_are_kafkas_transaction_log_key_and_value(kafka_broker, client) -> None:
@@ -269,6 +269,43 @@ def test_list_transactions_filters_by_state_and_reports_unknown_state_names(clie
     assert [(t.transactional_id, t.transaction_state) for t in response.transaction_states] == [("ongoing", "Ongoing")]
     everything = client.call(LIST, 0, L(state_filters=[], producer_id_filters=[]))
     assert sorted(t.transactional_id for t in everything.transaction_states) == ["idle", "ongoing"]
+
+
+def _list_matching(client: RawClient, pattern: str | None):
+    return client.call(LIST, 2, messages.ListTransactionsRequest(
+        state_filters=[], producer_id_filters=[], duration_filter=-1, transactional_id_pattern=pattern))
+
+
+def test_list_transactions_matches_its_pattern_against_whole_transactional_ids(client) -> None:
+    for transactional_id in ("orders-1", "orders-2", "my-orders-3"):
+        _init(client, transactional_id=transactional_id)
+    response = _list_matching(client, "orders-.")
+    assert response.error_code == 0
+    assert sorted(t.transactional_id for t in response.transaction_states) == ["orders-1", "orders-2"]
+    assert len(_list_matching(client, "").transaction_states) == 3  # empty, as null: no filter (KIP-1152)
+
+
+@pytest.mark.timeout(60)
+def test_list_transactions_with_a_catastrophic_backtracking_pattern_answers_at_once(client) -> None:
+    """Kafka compiles the pattern with RE2/J, in time linear in the id; kbroker with RE2, so a pattern a backtracking
+    engine (Python's re) needs 2^40 steps for cannot stall the broker."""
+    _init(client, transactional_id="a" * 40 + "b")
+    started = time.monotonic()
+    response = _list_matching(client, "(a+)+$")
+    assert time.monotonic() - started < 5
+    assert (response.error_code, response.transaction_states) == (0, [])
+    matching = _list_matching(client, "(a+)+b")
+    assert [t.transactional_id for t in matching.transaction_states] == ["a" * 40 + "b"]
+
+
+@pytest.mark.parametrize("pattern", ["(ab(cd", r"(a)\1", "(?=a)a", "a++"])
+def test_list_transactions_with_a_pattern_re2_refuses_is_invalid_regular_expression(client, pattern) -> None:
+    """Kafka's listTransactionStates throws InvalidRegularExpression (RE2/J refuses backreferences, lookarounds,
+    possessive repeats), which KafkaApis answers with INVALID_REGULAR_EXPRESSION and nothing else."""
+    _init(client, transactional_id="ab")
+    response = _list_matching(client, pattern)
+    assert (response.error_code, response.unknown_state_filters, response.transaction_states) == \
+        (ErrorCode.INVALID_REGULAR_EXPRESSION, [], [])
 
 
 def test_write_txn_markers_ends_a_hanging_transaction_on_the_partition_leader(kafka_broker, client) -> None:

@@ -54,8 +54,9 @@ class KbrokerCluster:
     def in_sync(self, index: int, name: str, replicas: tuple[int, ...]) -> bool:
         return (self.agreed(index, name) or (None, ()))[1] == replicas
 
-    def coordinator(self, group: str) -> int:
-        """The broker FindCoordinator (v3, asked of a live broker) names for `group`; -1 while none is available."""
+    def coordinator(self, key: str, key_type: int = 0) -> int:
+        """The broker FindCoordinator (v3, asked of a live broker) names for a group (a transactional id with
+        `key_type` 1); -1 while none is available."""
         from kafka_wire_peer import WireClient
 
         from wire import messages
@@ -63,7 +64,7 @@ class KbrokerCluster:
         host, port = self.live()[0].bootstrap.rsplit(":", 1)
         client = WireClient(host, int(port))
         try:
-            answer = client.call(10, 3, messages.FindCoordinatorRequest(key=group, key_type=0)).body
+            answer = client.call(10, 3, messages.FindCoordinatorRequest(key=key, key_type=key_type)).body
         finally:
             client.close()
         return answer.node_id if answer.error_code == 0 else -1

@@ -208,8 +208,9 @@ def _call(broker: Broker, handler, api_key: int, version: int, request):
 
 
 def _txn_commit(group: str = "g", topic: str = "t", partition: int = 0, offset: int = 7, metadata: str = "",
-                generation: int = -1, member_id: str = "", instance_id: str | None = None):
-    return TOC(transactional_id="tx", group_id=group, producer_id=PID, producer_epoch=EPOCH,
+                generation: int = -1, member_id: str = "", instance_id: str | None = None, producer_id: int = PID,
+                transactional_id: str = "tx"):
+    return TOC(transactional_id=transactional_id, group_id=group, producer_id=producer_id, producer_epoch=EPOCH,
                generation_id=generation, member_id=member_id, group_instance_id=instance_id,
                topics=[TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[
                    TOC.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=offset,
@@ -277,6 +278,48 @@ def test_delete_groups_deletes_a_group_holding_only_pending_transactional_offset
     store = broker.coordinator.offsets
     _end_transaction(broker, store, "g", commit=True)
     assert store.fetch("g", "t", 0) is None  # deleted with the group, as Kafka does
+
+
+@pytest.mark.parametrize(("transactional_id", "error"), [
+    ("tx", ErrorCode.INVALID_PRODUCER_ID_MAPPING), ("", ErrorCode.INVALID_REQUEST)])
+def test_txn_offset_commit_without_a_producer_id_is_refused_by_transaction_verification(
+        broker: Broker, transactional_id: str, error: int) -> None:
+    """Producer id -1 (NO_PRODUCER_ID): Kafka's KIP-890 verification asks the transaction coordinator, which knows
+    no transaction of that producer; nothing is written, so nothing is left pending for a marker that never comes."""
+    for version in (0, 3):
+        response = _call(broker, api.txn_offset_commit, TXN_OFFSET_COMMIT, version,
+                         _txn_commit(producer_id=-1, transactional_id=transactional_id))
+        assert _errors(response) == [error]
+    store = broker.coordinator.offsets
+    assert store.fetch("g", "t", 0) is None and not store.has_pending_transactions("g")
+    plog = broker.partition_log(OFFSETS_TOPIC, store.partition_for("g"))
+    assert plog is None or plog.log_end_offset == 0  # nothing written
+
+
+def test_txn_offset_commit_without_a_producer_id_is_verified_before_the_member(broker: Broker) -> None:
+    """Kafka verifies the producer before the group validates the member (GroupCoordinator.handleTxnCommitOffsets)."""
+    response = _call(broker, api.txn_offset_commit, TXN_OFFSET_COMMIT, 3,
+                     _txn_commit(producer_id=-1, member_id="stranger", generation=5))
+    assert _errors(response) == [ErrorCode.INVALID_PRODUCER_ID_MAPPING]
+
+
+def test_txn_offset_commit_without_a_producer_id_and_without_verification_is_a_plain_commit(tmp_path) -> None:
+    """With transaction.partition.verification.enable=false Kafka's storeOffsets writes producer id -1's offsets as
+    a plain (non-transactional) commit, which counts at once: no marker is ever needed."""
+    broker = Broker(build({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
+                           "transaction.partition.verification.enable": "false"}))
+    broker.create_topic("t", 2)
+    response = _call(broker, api.txn_offset_commit, TXN_OFFSET_COMMIT, 3, _txn_commit(producer_id=-1, offset=9))
+    assert _errors(response) == [ErrorCode.NONE]
+    broker.flush_deferred_appends()  # what the network layer does before the answer leaves
+    store = broker.coordinator.offsets
+    assert store.fetch("g", "t", 0).offset == 9
+    assert not store.unstable("g", "t", 0) and not store.has_pending_transactions("g")
+    assert [(h.is_transactional, h.producer_id) for h in _batches(broker, store, "g")] == [(False, -1)]
+    fetched = _fetched(8, _call(broker, api.offset_fetch, OFFSET_FETCH, 8, _fetch(8, True)))
+    assert fetched == [(0, 9, 0), (0, -1, 0)]
+    assert broker.coordinator.groups.group("g") is not None  # created Empty, as Kafka does
+    broker.close()
 
 
 def test_a_txn_offset_commit_whose_handler_failed_names_every_partition_with_the_error() -> None:
