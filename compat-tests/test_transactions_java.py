@@ -1,9 +1,9 @@
 """Transactions with the Java kafka-clients, 3.9 and the newest 4.x (compat-tests/java/TransactionHarness.java):
 a transactional producer's commits and aborts as a read_committed Java consumer reads them, and fencing.
 
-Kafka 4 clients negotiate transactions v2 only with a broker that advertises it; kbroker advertises v1, as Kafka
-3.9 does, so both generations run Kafka's v1 protocol against it. Without a JDK or the jars these tests skip
-locally and fail under CI (CI set in the env), as every Java harness test.
+Kafka 4 clients use transactions v2 (KIP-890 part 2) with a broker whose ApiVersions finalizes the
+transaction.version feature at 2, as a single kbroker node and Kafka 4 do; kafka-clients 3.9 speaks v1. Without a
+JDK or the jars these tests skip locally and fail under CI (CI set in the env), as every Java harness test.
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ import pytest
 from java_harness import TRANSACTION_HARNESS, JavaHarness, compile_harness, generations
 
 pytestmark = pytest.mark.client("java")
+
+
+@pytest.fixture(scope="module")
+def generation(java: JavaHarness) -> str:
+    return java.kafka_version.split(".")[0]
 
 
 @generations(scope="module")
@@ -43,3 +48,16 @@ def test_a_java_producer_is_fenced_by_a_newer_one_with_its_transactional_id(java
                                    "org.apache.kafka.common.errors.InvalidProducerEpochException")
     (read,) = _run(java, "read-committed", bootstrap, new_topic, 0)
     assert read["values"] == ["successor"]
+
+
+@pytest.mark.scenario("Transactions: v2 for Kafka 4 clients (epoch bump per transaction)")
+def test_a_kafka_4_producer_bumps_its_epoch_with_every_transaction_and_a_3_9_producer_keeps_it(
+        java, generation, bootstrap, new_topic):
+    """Transactions v2 ends every transaction under the next epoch; v1 keeps the epoch InitProducerId gave."""
+    transactional_id = f"java-epochs-{new_topic}"
+    _run(java, "txn-produce", bootstrap, new_topic, 0, transactional_id, "commit:2", "abort:1", "commit:1")
+    (described,) = _run(java, "describe", bootstrap, transactional_id)
+    assert described["state"] in ("CompleteCommit", "COMPLETE_COMMIT")
+    assert described["producer_epoch"] == (3 if generation == "4" else 0)  # three ends under v2: epoch 0 -> 3
+    (read,) = _run(java, "read-committed", bootstrap, new_topic, 0)
+    assert read["values"] == ["0-0", "0-1", "2-0"]

@@ -7,6 +7,8 @@
 //   read-committed <bootstrap> <topic> <partition>
 //                 a read_committed consumer from the beginning up to the end offset it may read (the last stable
 //                 offset); prints {"type": "values", "values": [...]} with the values as UTF-8 strings
+//   describe      <bootstrap> <transactional-id>
+//                 Admin.describeTransactions; prints {"type": "transaction", "state", "producer_id", "producer_epoch"}
 //   fence         <bootstrap> <topic> <partition> <transactional-id>
 //                 a producer opens a transaction, a second one with the same id initialises, and the first one's
 //                 commit fails; prints {"type": "fenced", "exception": <class name>}
@@ -18,6 +20,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -48,6 +53,8 @@ public class TransactionHarness {
                 return produce(args[1], args[2], Integer.parseInt(args[3]), args[4], List.of(args).subList(5, args.length));
             case "read-committed":
                 return readCommitted(args[1], args[2], Integer.parseInt(args[3]));
+            case "describe":
+                return describe(args[1], args[2]);
             case "fence":
                 return fence(args[1], args[2], Integer.parseInt(args[3]), args[4]);
             default:
@@ -114,6 +121,18 @@ public class TransactionHarness {
             line.put("position", consumer.position(tp));
             line.put("values", values);
             KafkaHarness.emit(line);
+        }
+        return 0;
+    }
+
+    static int describe(String bootstrap, String transactionalId) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(props)) {
+            TransactionDescription found = admin.describeTransactions(List.of(transactionalId))
+                    .description(transactionalId).get();
+            KafkaHarness.emit(KafkaHarness.object("type", "transaction", "state", found.state().toString(),
+                    "producer_id", found.producerId(), "producer_epoch", found.producerEpoch()));
         }
         return 0;
     }

@@ -27,6 +27,17 @@ CLUSTER_ONLY_APIS = frozenset({4, 5, 6, 7, 56, 67})
 SINGLE_NODE_ONLY_APIS = frozenset({74, 75})
 
 
+END_TXN = 26
+# A ZooKeeper-mode cluster serves transactions v1 only, as Kafka 3.9: EndTxn up to v4 and no transaction.version
+CLUSTER_MAX = {END_TXN: 4}
+# The transaction.version feature Kafka 4 finalizes (KIP-890 part 2): a single node serves transactions v2, so Kafka 4
+# Java producers use them (they read the finalized level, and ignore it at an epoch of -1)
+TRANSACTION_VERSION = "transaction.version"
+TRANSACTIONS_V2 = 2
+FEATURES_EPOCH = 0
+SUPPORTED_FEATURES_WITH_LEVEL_0 = 4  # Kafka lists features whose minimum is 0 only to ApiVersions v4+ (KAFKA-17492)
+
+
 def disabled_apis(cluster_mode: bool) -> frozenset[int]:
     """The served APIs this kind of broker neither lists nor answers (Kafka closes the connection)."""
     return SINGLE_NODE_ONLY_APIS if cluster_mode else CLUSTER_ONLY_APIS
@@ -35,10 +46,25 @@ def disabled_apis(cluster_mode: bool) -> frozenset[int]:
 def supported_versions(cluster_mode: bool = False) -> list:
     ApiVersion = messages.ApiVersionsResponse.ApiVersion
     disabled = disabled_apis(cluster_mode)
+    capped = CLUSTER_MAX if cluster_mode else {}
     return [ApiVersion(api_key=h.api_key, min_version=ADVERTISED_MIN.get(h.api_key, h.min_version),
-                       max_version=h.max_version)
+                       max_version=capped.get(h.api_key, h.max_version))
             for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
             if h.api_key not in disabled]
+
+
+def _with_features(response, cluster_mode: bool, version: int):
+    """A single node's transaction.version: finalized at 2 (epoch 0), supported 0..2 (for v4+ requests)."""
+    if cluster_mode:
+        return response
+    R = messages.ApiVersionsResponse
+    response.finalized_features_epoch = FEATURES_EPOCH
+    response.finalized_features = [R.FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=TRANSACTIONS_V2,
+                                                         min_version_level=TRANSACTIONS_V2)]
+    if version >= SUPPORTED_FEATURES_WITH_LEVEL_0:
+        response.supported_features = [R.SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=0,
+                                                             max_version=TRANSACTIONS_V2)]
+    return response
 
 
 def unsupported_version_response(cluster_mode: bool = False):
@@ -73,5 +99,6 @@ async def api_versions(broker, header, request):
         error = ErrorCode.REBOOTSTRAP_REQUIRED
     if error != ErrorCode.NONE:  # Kafka lists no APIs with these errors
         return messages.ApiVersionsResponse(error_code=error, api_keys=[], throttle_time_ms=0)
-    return messages.ApiVersionsResponse(error_code=0, api_keys=supported_versions(broker.config.cluster_mode),
-                                        throttle_time_ms=0)
+    cluster_mode = broker.config.cluster_mode
+    return _with_features(messages.ApiVersionsResponse(error_code=0, api_keys=supported_versions(cluster_mode),
+                                                       throttle_time_ms=0), cluster_mode, version)

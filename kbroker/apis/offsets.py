@@ -18,7 +18,7 @@ from kbroker.coordinator.offsets import (
     OffsetStore,
     coordinator_error,
 )
-from kbroker.coordinator.transactions.records import TRANSACTION_TOPIC
+from kbroker.coordinator.transactions.records import TRANSACTION_TOPIC, TRANSACTIONS_V2
 from kbroker.log.errors import LogDirOfflineError
 from wire import messages
 from wire.errors import ErrorCode
@@ -266,7 +266,29 @@ def _unverified_producer(broker: Broker, request) -> int:
     return ErrorCode.INVALID_PRODUCER_ID_MAPPING if request.transactional_id else ErrorCode.INVALID_REQUEST
 
 
-def _txn_commit_error(broker: Broker, request, version: int) -> int:
+TRANSACTIONS_V2_TXN_OFFSET_COMMIT = 5  # TxnOffsetCommit v5+ adds the group's offsets partition to the transaction
+# how the group coordinator words the transaction coordinator's errors (Kafka's CoordinatorOperationExceptionHelper)
+_ADD_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+               ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+               ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+               ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR}
+
+
+async def _added_offsets_partition(broker: Broker, request, version: int) -> int:
+    """Transactions v2 (TxnOffsetCommit v5+, served by a single node): the group's `__consumer_offsets` partition is
+    added to the producer's transaction before the member is checked (Kafka's addPartition verification), as the
+    client sends no AddOffsetsToTxn."""
+    if version < TRANSACTIONS_V2_TXN_OFFSET_COMMIT or getattr(broker, "cluster", None) is not None:
+        return _NO_ERROR
+    coordinator = broker.transactions
+    error = await coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                             [coordinator.group_partition(request.group_id)],
+                                             client_tv=TRANSACTIONS_V2)
+    return _ADD_ERRORS.get(error, error)
+
+
+async def _txn_commit_error(broker: Broker, request, version: int) -> int:
     """The group's answer to a TxnOffsetCommit (Kafka's validateGroupStatus, the producer's verification, then
     validateOffsetCommit of the classic or KIP-848 group); v0-2 name no member, generation or instance."""
     group_id = request.group_id
@@ -275,7 +297,7 @@ def _txn_commit_error(broker: Broker, request, version: int) -> int:
     coordinator = broker.coordinator
     if coordinator.offsets.not_coordinating(group_id):
         return ErrorCode.NOT_COORDINATOR  # led elsewhere, or its log dir failed (no load is ever in progress here)
-    unverified = _unverified_producer(broker, request)
+    unverified = _unverified_producer(broker, request) or await _added_offsets_partition(broker, request, version)
     if unverified:
         return unverified
     member_id, instance_id, generation = ((request.member_id, request.group_instance_id, request.generation_id)
@@ -295,7 +317,7 @@ async def txn_offset_commit(broker: Broker, header, request):
     Response, Topic_, Partition_ = _txn_commit_response_classes()
     version = header.request_api_version
     group_id = request.group_id
-    error = _txn_commit_error(broker, request, version)
+    error = await _txn_commit_error(broker, request, version)
     now = now_ms()
     commits: dict[tuple[str, int], CommittedOffset] = {}
     topics = []

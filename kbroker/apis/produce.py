@@ -9,16 +9,18 @@ so its acks=all answers at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.cluster.partition import Partition, ReplicationError
+from kbroker.coordinator.transactions.records import TRANSACTIONS_V2
 from kbroker.log.errors import LogError, RecordError, RecordValidationError
 from wire import messages
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
-from wire.records import HEADER_SIZE, read_batch_header
+from wire.records import HEADER_SIZE, BatchHeader, read_batch_header
 from wire.schema import ZERO_UUID
 
 Response = messages.ProduceResponse
@@ -88,11 +90,13 @@ def _append(broker: Broker, topic_name: str, partition, now: int, acks: int):
 PRODUCE_KNOWS_ABORTABLE_FROM = 11  # older clients are told INVALID_TXN_STATE (Kafka's defaultError operation)
 
 
-async def _unverified(broker: Broker, transactional_id: str, topic_name: str, partition, version: int):
-    """KIP-890 part 1 (Kafka 3.6+, `transaction.partition.verification.enable`): a transactional batch that would open
-    a transaction in this partition is appended only if the coordinator has the partition in the producer's ongoing
-    transaction, so a late or stray batch cannot leave an open transaction no marker will ever end. The refusal, as
-    Kafka words it for producers (ReplicaManager.appendRecords), or None."""
+TRANSACTIONS_V2_PRODUCE = 12  # Produce v12+ comes from transactions v2 producers: the leader adds the partition
+ADD_RETRY_S, ADD_RETRY_FOR_S = 0.02, 0.1  # add.partitions.to.txn.retry.backoff.ms and .backoff.max.ms
+UNVERIFIED = "Unable to verify the partition has been added to the transaction. Underlying error: {}"
+
+
+def _transactional_header(broker: Broker, topic_name: str, partition) -> BatchHeader | None:
+    """The header of a transactional batch that would open a transaction in this partition, else None."""
     records = partition.records
     if not records or len(records) < HEADER_SIZE:
         return None
@@ -105,7 +109,62 @@ async def _unverified(broker: Broker, transactional_id: str, topic_name: str, pa
     plog = broker.partition_log(topic_name, partition.index)
     entry = plog.producer_state.producers.get(header.producer_id) if plog is not None else None
     if entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == header.producer_epoch:
-        return None  # its transaction is open here already: verified when it began
+        return None  # its transaction is open here already: verified (or added) when it began
+    if entry is not None and header.producer_epoch < entry.producer_epoch:
+        return None  # a fenced producer: the append refuses it (INVALID_PRODUCER_EPOCH), nothing to add
+    return header
+
+
+async def _added_implicitly(broker: Broker, request, version: int) -> dict[tuple[str, int], object]:
+    """Transactions v2 (KIP-890 part 2, Produce v12+): the partitions whose batches would open the producer's
+    transaction are added to it, all in one coordinator write (Kafka's AddPartitionsToTxnManager with addPartition);
+    CONCURRENT_TRANSACTIONS (the previous transaction still ending) is retried here for up to 100 ms first. The
+    refused partitions' answers."""
+    wanted: dict[tuple[str, int], object] = {}
+    header = None
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        if version >= 13:
+            known = broker.topics_by_id.get(topic_data.topic_id)
+            name = known.name if known else None
+        if name is None or name not in broker.topics:
+            continue
+        for partition in topic_data.partition_data:
+            found = _transactional_header(broker, name, partition)
+            if found is not None:
+                header = header or found
+                wanted[(name, partition.index)] = partition
+    if header is None:
+        return {}
+    coordinator = broker.transactions
+    deadline = asyncio.get_running_loop().time() + ADD_RETRY_FOR_S
+    while True:
+        error = await coordinator.add_partitions(request.transactional_id, header.producer_id, header.producer_epoch,
+                                                 list(wanted), client_tv=TRANSACTIONS_V2)
+        if error != ErrorCode.CONCURRENT_TRANSACTIONS or asyncio.get_running_loop().time() >= deadline:
+            break
+        await asyncio.sleep(ADD_RETRY_S)
+    if error == ErrorCode.NONE:
+        return {}
+    if error == ErrorCode.PRODUCER_FENCED:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    message = None
+    if error == ErrorCode.INVALID_TXN_STATE:
+        message = "Partition was not added to the transaction"
+    elif error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   ErrorCode.NOT_COORDINATOR):
+        error, message = ErrorCode.NOT_ENOUGH_REPLICAS, UNVERIFIED.format(ErrorCode(error).name)
+    return {key: _partition_response(partition.index, error, message=message) for key, partition in wanted.items()}
+
+
+async def _unverified(broker: Broker, transactional_id: str, topic_name: str, partition, version: int):
+    """KIP-890 part 1 (Kafka 3.6+, `transaction.partition.verification.enable`): a transactional batch that would open
+    a transaction in this partition is appended only if the coordinator has the partition in the producer's ongoing
+    transaction, so a late or stray batch cannot leave an open transaction no marker will ever end. The refusal, as
+    Kafka words it for producers (ReplicaManager.appendRecords), or None."""
+    header = _transactional_header(broker, topic_name, partition)
+    if header is None:
+        return None
     error = await _verify(broker, transactional_id, header.producer_id, header.producer_epoch,
                           (topic_name, partition.index))
     if error == ErrorCode.NONE:
@@ -119,8 +178,7 @@ async def _unverified(broker: Broker, transactional_id: str, topic_name: str, pa
     if error in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                  ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):  # retried by every client
         return _partition_response(partition.index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                                   message="Unable to verify the partition has been added to the transaction. "
-                                           f"Underlying error: {error.name}")
+                                   message=UNVERIFIED.format(error.name))
     return _partition_response(partition.index, error)
 
 
@@ -161,7 +219,13 @@ async def produce(broker: Broker, header, request):
     acks = request.acks
     topics = []
     waiting: dict[tuple[str, int], tuple[object, int]] = {}  # acks=all: partition -> (its answer, offset to reach)
-    verify = request.transactional_id is not None and broker.config["transaction.partition.verification.enable"]
+    # transactions v2 producers (a single node's; a cluster serves v1) have their partitions added by the leader,
+    # whatever transaction.partition.verification.enable says; others are verified if it says so
+    implicit = request.transactional_id is not None and version >= TRANSACTIONS_V2_PRODUCE and \
+        getattr(broker, "cluster", None) is None
+    added = await _added_implicitly(broker, request, version) if implicit else {}
+    verify = request.transactional_id is not None and broker.config["transaction.partition.verification.enable"] \
+        and not implicit
     for topic_data in request.topic_data:
         name = topic_data.name
         if version >= 13:
@@ -171,7 +235,8 @@ async def produce(broker: Broker, header, request):
         if refusal is None:
             partitions = []
             for p in topic_data.partition_data:
-                unverified = await _unverified(broker, request.transactional_id, name, p, version) if verify else None
+                unverified = added.get((name, p.index)) if implicit else \
+                    await _unverified(broker, request.transactional_id, name, p, version) if verify else None
                 if unverified is not None:
                     partitions.append(unverified)
                     continue

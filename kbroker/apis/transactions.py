@@ -2,8 +2,10 @@
 WriteTxnMarkers (27, a partition leader's side), DescribeTransactions (65), ListTransactions (66).
 
 InitProducerId lives with the producer ids (producers.py) and TxnOffsetCommit with the group coordinator
-(offsets.py). Served as Kafka 3.9 serves them (transactions v1): EndTxn stops at v4 and no transaction.version
-feature is advertised, so Kafka 4 clients stay on v1 (docs/compatibility.md).
+(offsets.py). A single node serves transactions v1 (Kafka 3.9's protocol, what librdkafka and older clients speak)
+and, as Kafka 4 does, transactions v2 (KIP-890 part 2: EndTxn v5, partitions added by their leaders) for the
+clients the transaction.version feature in ApiVersions steers there; a ZooKeeper-mode cluster serves v1 only, as
+Kafka 3.9 (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from kbroker.apis.registry import handles
 from kbroker.broker import Broker, now_ms
 from kbroker.coordinator.topic_regex import InvalidRegex
 from kbroker.coordinator.transactions.markers import write_marker
+from kbroker.coordinator.transactions.records import TRANSACTIONS_V2
 from wire import messages
 from wire.errors import ErrorCode
 
 FENCED_AS_EPOCH_BEFORE = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn below v2 know no PRODUCER_FENCED
+TRANSACTIONS_V2_END_TXN = 5  # EndTxn from v5 ends a transactions v2 transaction (Kafka's transactionVersionForEndTxn)
+BROKER_ADD_FROM = 4  # AddPartitionsToTxn v4+ is sent by brokers, which may name internal topics (the group's offsets)
 
 
 def _for_version(error: ErrorCode, version: int) -> ErrorCode:
@@ -28,14 +33,15 @@ def _for_version(error: ErrorCode, version: int) -> ErrorCode:
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def _refused_partitions(broker: Broker, topics) -> dict[tuple[str, int], ErrorCode]:
-    """Partitions no transaction may name: internal topics' (Kafka authorizes only the others, so a marker never
-    lands in __transaction_state) and unknown ones (in a cluster: unknown to the metadata cache)."""
+def _refused_partitions(broker: Broker, topics, internal_allowed: bool) -> dict[tuple[str, int], ErrorCode]:
+    """Partitions no transaction may name: internal topics' from a client (Kafka authorizes only the others, so a
+    marker never lands in __transaction_state; a broker adding a group's offsets partition may name them) and
+    unknown ones (in a cluster: unknown to the metadata cache)."""
     known = broker.known_topics()[0]
     refused = {}
     for topic in topics:
         for partition in topic.partitions:
-            if topic.name in INTERNAL_TOPICS:
+            if topic.name in INTERNAL_TOPICS and not internal_allowed:
                 refused[(topic.name, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif topic.name not in known or not 0 <= partition < known[topic.name].partitions:
                 refused[(topic.name, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -49,7 +55,8 @@ async def _add_partitions(broker: Broker, transactional_id: str, producer_id: in
     Response = messages.AddPartitionsToTxnResponse
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coordinator = broker.transactions
-    refused = {} if verify_only else _refused_partitions(broker, topics)
+    from_broker = version >= BROKER_ADD_FROM  # a partition leader or group coordinator for its producer
+    refused = {} if verify_only else _refused_partitions(broker, topics, internal_allowed=from_broker)
     if refused:  # in Kafka's order: unauthorized (internal) topics, unknown ones, then the rest
         order = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         errors = {tp: code for code in order for tp, refusal in refused.items() if refusal == code}
@@ -57,8 +64,9 @@ async def _add_partitions(broker: Broker, transactional_id: str, producer_id: in
     elif verify_only:  # a partition leader asking whether the producer added these (KIP-890)
         errors = {tp: coordinator.verify(transactional_id, producer_id, producer_epoch, tp) for tp in wanted}
     else:
-        error = _for_version(await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted),
-                             version)
+        added = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted,
+                                                 TRANSACTIONS_V2 if from_broker else 0)
+        error = _for_version(added, version)
         errors = {tp: error for tp in wanted}
     by_topic: dict[str, list] = {}
     for (topic, partition), error in errors.items():
@@ -91,11 +99,20 @@ async def add_offsets_to_txn(broker: Broker, header, request):
                                             error_code=_for_version(error, header.request_api_version))
 
 
-@handles(26, versions=(0, 4))  # v5 is transactions v2 (KIP-890), which kbroker does not advertise yet
+@handles(26)
 async def end_txn(broker: Broker, header, request):
-    error = await broker.transactions.end_transaction(request.transactional_id, request.producer_id,
-                                                request.producer_epoch, request.committed)
-    return messages.EndTxnResponse(throttle_time_ms=0, error_code=_for_version(error, header.request_api_version))
+    """v5 is transactions v2 (KIP-890 part 2): the epoch is bumped by every end, and the answer names the producer id
+    and epoch the client continues with."""
+    version = header.request_api_version
+    coordinator = broker.transactions
+    if version >= TRANSACTIONS_V2_END_TXN:
+        error, producer_id, epoch = await coordinator.end_transaction_v2(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
+        return messages.EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=producer_id,
+                                       producer_epoch=epoch)
+    error = await coordinator.end_transaction(request.transactional_id, request.producer_id,
+                                              request.producer_epoch, request.committed)
+    return messages.EndTxnResponse(throttle_time_ms=0, error_code=_for_version(error, version))
 
 
 @handles(27)

@@ -26,22 +26,23 @@ VERIFY_VERSION = 4   # the first with verify_only, what Kafka 3.9's partition le
 
 
 class TransactionChannel:
-    """One connection per broker, on the inter-broker listener; see the module docstring."""
+    """Two connections per broker on the inter-broker listener, one for markers and one for verification (a leader
+    holds a marker's answer until its ISR has it, which a producer's verification must not queue behind)."""
 
     def __init__(self, member, timeout_s: float) -> None:
         self.member = member
         self.timeout_s = timeout_s
-        self._connections: dict[int, BrokerConnection] = {}
+        self._connections: dict[tuple[int, int], BrokerConnection] = {}
 
-    def _connection(self, broker_id: int) -> BrokerConnection | None:
+    def _connection(self, broker_id: int, api_key: int) -> BrokerConnection | None:
         endpoint = self.member.metadata.endpoint(broker_id, self.member.inter_broker_listener)
         if endpoint is None:
             return None
-        connection = self._connections.get(broker_id)
+        connection = self._connections.get((broker_id, api_key))
         if connection is None:
             connection = BrokerConnection(endpoint.host, endpoint.port, f"broker-{self.member.broker_id}-txn",
                                           self.timeout_s)
-            self._connections[broker_id] = connection
+            self._connections[(broker_id, api_key)] = connection
         elif (connection.host, connection.port) != (endpoint.host, endpoint.port):
             connection.retarget(endpoint.host, endpoint.port)
         return connection
@@ -83,7 +84,7 @@ class TransactionChannel:
             coordinator_epoch=coordinator_epoch,
             topics=[R.WritableTxnMarkerTopic(name=topic, partition_indexes=indexes)
                     for topic, indexes in by_topic.items()])])
-        connection = self._connection(leader)
+        connection = self._connection(leader, WRITE_TXN_MARKERS)
         if connection is None:
             return dict.fromkeys(partitions, ErrorCode.LEADER_NOT_AVAILABLE)
         try:
@@ -113,7 +114,7 @@ class TransactionChannel:
         """The coordinator's verify-only answer for one partition; COORDINATOR_NOT_AVAILABLE when it cannot be
         asked (the produce is then refused with a retriable error)."""
         coordinator = self.coordinator_of(transactional_id)
-        connection = self._connection(coordinator) if coordinator >= 0 else None
+        connection = self._connection(coordinator, ADD_PARTITIONS_TO_TXN) if coordinator >= 0 else None
         if connection is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         R = messages.AddPartitionsToTxnRequest

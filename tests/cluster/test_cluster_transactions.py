@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kafka_wire_peer import WireClient
 from kbroker_process import KbrokerCluster, running_cluster
 from transaction_checks import (
     FAILOVER_S,
@@ -25,6 +26,7 @@ from transaction_checks import (
     TOPIC,
     committed_values,
     killed,
+    leader_of,
     new_coordinator,
     offsets_committed_with_transactions,
     produce_all,
@@ -36,6 +38,7 @@ from transaction_checks import (
 from waiting import wait_until
 
 from kbroker.coordinator.hashing import partition_for as kafka_partition_for
+from wire import messages
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka-zk-cluster")]
 
@@ -75,9 +78,23 @@ def test_the_coordinator_is_the_leader_of_the_ids_state_partition_replicated_thr
     assert transaction_coordinator(cluster, transactional_id) == leader
 
 
+def test_a_cluster_member_serves_transactions_v1_only_as_kafka_3_9(cluster: KbrokerCluster) -> None:
+    """No transaction.version feature and EndTxn up to v4, so Kafka 4 producers stay on v1 in a cluster whose Kafka
+    3.9 brokers could not serve v2."""
+    host, port = cluster.live()[0].bootstrap.rsplit(":", 1)
+    client = WireClient(host, int(port))
+    try:
+        answer = client.call(18, 4, messages.ApiVersionsRequest(client_software_name="t",
+                                                                client_software_version="1")).body
+    finally:
+        client.close()
+    assert answer.finalized_features == [] and answer.supported_features == []
+    assert {k.api_key: k.max_version for k in answer.api_keys}[26] == 4
+
+
 def test_a_committed_transaction_over_partitions_led_by_every_broker_is_read_once_and_an_aborted_one_never(
         cluster: KbrokerCluster) -> None:
-    leaders = {cluster.agreed(p, TOPIC)[0] for p in range(PARTITIONS)}  # type: ignore[index]
+    leaders = {leader_of(cluster, p) for p in range(PARTITIONS)}
     seen = read_after_commit_and_abort(cluster, transactional_producer(cluster, "commit-and-abort"), "txn", 30)
     assert len(leaders) == len(BROKER_IDS), "the topic's partitions are led by every broker"
     assert sorted(seen) == sorted(f"txn-committed-{i}".encode() for i in range(30))
@@ -137,8 +154,8 @@ def test_a_kill_9_of_a_partition_leader_mid_transaction_keeps_its_records_for_th
     before = set(committed_values(cluster))
     producer = transactional_producer(cluster, transactional_id)
     coordinator = transaction_coordinator(cluster, transactional_id)
-    victim = next(p for p in range(PARTITIONS) if cluster.agreed(p, TOPIC)[0] != coordinator)  # type: ignore[index]
-    leader = cluster.agreed(victim, TOPIC)[0]  # type: ignore[index]
+    victim = next(p for p in range(PARTITIONS) if leader_of(cluster, p) != coordinator)
+    leader = leader_of(cluster, victim)
     producer.begin_transaction()
     produce_all(producer, [f"before-kill-{i}".encode() for i in range(30)])
     with killed(cluster, leader):

@@ -23,6 +23,7 @@ from transaction_checks import (
     PARTITIONS,
     TIMEOUT,
     TOPIC,
+    leader_of,
     offsets_committed_with_transactions,
     read_after_commit_and_abort,
     transaction_coordinator,
@@ -85,7 +86,7 @@ def id_coordinated_by(cluster: KbrokerCluster) -> dict[int, str]:
 
 
 def test_the_topics_partitions_are_led_by_both_kinds_of_broker(cluster: KbrokerCluster) -> None:
-    leaders = {cluster.agreed(p, TOPIC)[0] for p in range(PARTITIONS)}  # type: ignore[index]
+    leaders = {leader_of(cluster, p) for p in range(PARTITIONS)}
     assert {KIND_OF[leader] for leader in leaders} == {"kbroker", "kafka-3.9"}
 
 

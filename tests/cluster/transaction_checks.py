@@ -27,6 +27,12 @@ def transaction_coordinator(cluster: KbrokerCluster, transactional_id: str) -> i
     return cluster.coordinator(transactional_id, KEY_TYPE_TRANSACTION)
 
 
+def leader_of(cluster: KbrokerCluster, partition: int) -> int:
+    """TOPIC-`partition`'s leader once every live broker's Metadata agrees on it (an ISR change under way makes
+    their answers differ for a moment)."""
+    return wait_until(lambda: cluster.agreed(partition, TOPIC), f"the brokers agree on {TOPIC}-{partition}")[0]
+
+
 def new_coordinator(cluster: KbrokerCluster, transactional_id: str, old: int) -> int:
     """Once another broker than `old` coordinates the id (its state partition's leader moved)."""
     return wait_until(lambda: (found := transaction_coordinator(cluster, transactional_id)) not in (old, -1) and found,

@@ -31,13 +31,16 @@ from kbroker.coordinator.offsets import OFFSETS_TOPIC, coordinator_batch, length
 from kbroker.coordinator.transactions.markers import write_marker
 from kbroker.coordinator.transactions.metadata import (
     COMPLETED,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     PREPARED,
     TransactionMetadata,
     TxnState,
 )
 from kbroker.coordinator.transactions.records import (
     TRANSACTION_TOPIC,
+    TRANSACTIONS_V2,
     decode_key,
     decode_value,
     encode_key,
@@ -51,7 +54,6 @@ log = logging.getLogger(__name__)
 ACKS_LEADER = 1
 ACKS_ALL = -1  # Kafka writes __transaction_state with acks=all (TransactionLog.EnforcedRequiredAcks)
 MARKER_RETRY_S = 1.0  # how soon a refused marker is tried again (Kafka's marker channel retries with a backoff)
-MARKER_DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # a deleted partition needs no marker
 
 
 def _now_ms() -> int:
@@ -82,7 +84,8 @@ class TransactionCoordinator:
         self.partitions = topic.partitions if topic else int(config["transaction.state.log.num.partitions"])
         self.transactions: dict[str, TransactionMetadata] = {}
         self._unfinished: dict[str, set[tuple[str, int]]] = {}  # prepared ids -> partitions still without a marker
-        self._completing: set[str] = set()  # ids whose markers are being written now
+        self._completing: dict[str, int] = {}  # ids whose markers are being written now -> their partition's load
+        self._loads: dict[int, int] = {}  # partition -> how often it was loaded or let go (a stale wait's check)
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         if topic is not None:
@@ -127,6 +130,7 @@ class TransactionCoordinator:
             return
         self.partitions = partition_count
         self._drop_ids(partition)
+        self._loads[partition] = self._loads.get(partition, 0) + 1
         try:
             self._replay_partition(partition)
         except BaseException:
@@ -145,6 +149,7 @@ class TransactionCoordinator:
             return
         self.owned.discard(partition)
         self._drop_ids(partition)
+        self._loads[partition] = self._loads.get(partition, 0) + 1
         log.info("no longer coordinating the transactional ids of %s-%d", TRANSACTION_TOPIC, partition)
 
     def _ids_of(self, partition: int) -> list[TransactionMetadata]:
@@ -154,6 +159,7 @@ class TransactionCoordinator:
         for metadata in self._ids_of(partition):
             del self.transactions[metadata.transactional_id]
             self._unfinished.pop(metadata.transactional_id, None)
+            self._completing.pop(metadata.transactional_id, None)
 
     # --- the log -----------------------------------------------------------------------------
 
@@ -224,14 +230,16 @@ class TransactionCoordinator:
 
     async def _replicated(self, metadata: TransactionMetadata, partition: int, end: int) -> ErrorCode:
         """Wait until the ISR has the record (Kafka's appendTransactionToLog with acks=all); the id stays busy
-        meanwhile and keeps its old state if the wait fails or the partition moved away."""
+        meanwhile and keeps its old state if the wait fails. If the partition was let go meanwhile (and perhaps
+        loaded again), the id is not this request's to touch any more, as Kafka checks the coordinator epoch."""
         transactional_id = metadata.transactional_id
         before = self.transactions.get(transactional_id)
         self.transactions[transactional_id] = (before or metadata).moved(pending=metadata.state)
         key = (TRANSACTION_TOPIC, partition)
+        load = self._loads.get(partition, 0)
         error = (await self.broker.replicas.wait_for_acks({key: end}, self.write_timeout_ms)).get(key, ErrorCode.NONE)
-        if not self.owns(partition):
-            return ErrorCode.NOT_COORDINATOR  # unloaded meanwhile: the id is not ours to touch any more
+        if self._loads.get(partition, 0) != load or not self.owns(partition):
+            return ErrorCode.NOT_COORDINATOR
         if error:
             log.warning("the state of transactional id %s was not replicated: %s", transactional_id,
                         getattr(error, "name", error))
@@ -315,7 +323,14 @@ class TransactionCoordinator:
         return ErrorCode.NONE, current
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[tuple[str, int]]) -> ErrorCode:
+                             partitions: Iterable[tuple[str, int]], client_tv: int = 0) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction; `client_tv` 2 for the adds a partition leader (Produce v12+) or
+        the group coordinator (TxnOffsetCommit v5+) makes for a transactions v2 producer, which checks a transition
+        under way first, as Kafka 4 does."""
+        if client_tv >= TRANSACTIONS_V2:
+            found = self.transactions.get(transactional_id) if transactional_id else None
+            if found is not None and found.pending is not None and not self.coordinator_error(transactional_id):
+                return ErrorCode.CONCURRENT_TRANSACTIONS
         error, current = self.current(transactional_id, producer_id, producer_epoch)
         if current is None:
             return error
@@ -324,7 +339,7 @@ class TransactionCoordinator:
         added = frozenset(partitions)
         if current.state == TxnState.ONGOING and added <= current.partitions:
             return ErrorCode.NONE
-        return await self._write(current.with_partitions(added, _now_ms()))
+        return await self._write(current.with_partitions(added, _now_ms(), client_tv))
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: tuple[str, int]) -> ErrorCode:
@@ -361,19 +376,56 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE
 
+    async def end_transaction_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 commit: bool) -> tuple[ErrorCode, int, int]:
+        """Kafka 4's endTransaction for EndTxn v5 (transactions v2): (error, the producer id and epoch the client
+        continues with). Every end bumps the epoch, so a retry of an end that succeeded comes one epoch behind and
+        gets the same answer; an abort with nothing added (Empty, or a completed transaction) is a new, empty one."""
+        nothing = -1, -1
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, *nothing
+        problem = self.coordinator_error(transactional_id)
+        if problem is not None:
+            return problem, *nothing
+        current = self.transactions.get(transactional_id)
+        if current is None or current.state == TxnState.DEAD:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, *nothing
+        error, retry = _v2_end_check(current, producer_id, producer_epoch)
+        if error:
+            return error, *nothing
+        action = _v2_end_action(current.state, commit, retry)
+        if action is ErrorCode.NONE:  # a retry of the end that succeeded
+            return ErrorCode.NONE, *current.end_answer()
+        if action is not None:
+            return action, *nothing
+        try:
+            next_producer_id = await self._new_producer_id() if current.epoch_exhausted else NO_PRODUCER_ID
+        except ProducerIdsUnavailable:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, *nothing
+        if self.transactions.get(transactional_id) is not current:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, *nothing
+        prepared = current.prepared_v2(commit, next_producer_id, _now_ms())
+        error = await self._prepare_and_complete(prepared)
+        if error:
+            return error, *nothing
+        return ErrorCode.NONE, *prepared.completed(prepared.last_update_ms).end_answer()
+
     async def _fence_and_abort(self, current: TransactionMetadata) -> ErrorCode:
         """Abort the open transaction under the next epoch, so its producer can write no more of it."""
         return await self._end(current.fenced(), commit=False)
 
     async def _end(self, current: TransactionMetadata, commit: bool) -> ErrorCode:
-        error = await self._write(current.prepared(commit, _now_ms()))
+        return await self._prepare_and_complete(current.prepared(commit, _now_ms()))
+
+    async def _prepare_and_complete(self, prepared: TransactionMetadata) -> ErrorCode:
+        """Write the Prepare record, then the markers and the Complete record (see `_complete`)."""
+        error = await self._write(prepared)
         if error:
             return error
-        prepared = self.transactions[current.transactional_id]
         if self.owned is None:
-            await self._complete(prepared)  # local markers: written before the answer
+            await self._complete(self.transactions[prepared.transactional_id])  # local markers: before the answer
         else:
-            self._spawn(self._complete(prepared))
+            self._spawn(self._complete(self.transactions[prepared.transactional_id]))
         return ErrorCode.NONE
 
     async def _complete(self, prepared: TransactionMetadata) -> None:
@@ -384,22 +436,22 @@ class TransactionCoordinator:
         leader takes the marker: completing without it would leave data the producer was told is committed in an
         open transaction."""
         transactional_id = prepared.transactional_id
-        if transactional_id in self._completing:
-            return
         partition = self.partition_for(transactional_id)
-        if not self.owns(partition):
+        load = self._loads.get(partition, 0)
+        if not self.owns(partition) or self._completing.get(transactional_id) == load:
             return
-        self._completing.add(transactional_id)
+        self._completing[transactional_id] = load
         try:
             commit = prepared.state == TxnState.PREPARE_COMMIT
             remaining = self._unfinished.setdefault(transactional_id, set(prepared.partitions))
             self.transactions[transactional_id] = prepared.moved(pending=prepared.state)
             outcomes = await self._write_markers(prepared, sorted(remaining), self.coordinator_epoch(partition),
                                                  commit)
-            if not self.owns(partition) or self._unfinished.get(transactional_id) is not remaining:
-                return  # the partition moved away meanwhile: its next coordinator completes the transaction
+            if self._loads.get(partition, 0) != load:
+                return  # the partition was let go meanwhile: whoever loads it next completes the transaction
             for (topic, index), error in outcomes.items():
-                if error in MARKER_DONE:
+                if error == ErrorCode.NONE or (error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                                               and self._partition_gone(topic, index)):
                     remaining.discard((topic, index))
                 else:
                     log.warning("the %s marker of transactional id %s was refused by %s-%d (%s); retrying",
@@ -408,7 +460,14 @@ class TransactionCoordinator:
             if not remaining and await self._write(prepared.completed(_now_ms())) == ErrorCode.NONE:
                 self._unfinished.pop(transactional_id, None)
         finally:
-            self._completing.discard(transactional_id)
+            if self._completing.get(transactional_id) == load:
+                del self._completing[transactional_id]
+
+    def _partition_gone(self, topic: str, index: int) -> bool:
+        """Whether a partition of the transaction was deleted (Kafka needs no marker there): a leader's
+        UNKNOWN_TOPIC_OR_PARTITION may only mean it does not host the partition (stale metadata, a failed log dir)."""
+        known = self.broker.known_topics()[0].get(topic)
+        return known is None or index >= known.partitions
 
     async def _write_markers(self, prepared: TransactionMetadata, partitions: list[tuple[str, int]],
                              coordinator_epoch: int, commit: bool) -> dict[tuple[str, int], ErrorCode]:
@@ -556,6 +615,46 @@ def append_error(error_code: int) -> ErrorCode:
     if error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
         return ErrorCode.NOT_COORDINATOR
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _v2_end_check(current: TransactionMetadata, producer_id: int, producer_epoch: int) -> tuple[ErrorCode, bool]:
+    """Kafka 4's checks of an EndTxn v5 against the id's state, in its order: (error, whether the request retries the
+    end that bumped the epoch, or that moved the producer to a new id when the epoch ran out)."""
+    retry_on_overflow = (current.last_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
+                         and current.producer_epoch == 0)
+    retry_on_bump = current.producer_epoch == producer_epoch + 1
+    if current.pending is not None:
+        return ErrorCode.CONCURRENT_TRANSACTIONS, False
+    if current.producer_id != producer_id and not retry_on_overflow:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING, False
+    same_epoch = producer_epoch == current.producer_epoch
+    if current.state in (TxnState.ONGOING, TxnState.EMPTY):
+        valid = same_epoch
+    elif current.state in PREPARED:
+        valid = retry_on_bump
+    else:
+        valid = retry_on_bump or retry_on_overflow or same_epoch
+    if not valid:
+        return ErrorCode.PRODUCER_FENCED, False
+    return ErrorCode.NONE, retry_on_bump or retry_on_overflow
+
+
+def _v2_end_action(state: TxnState, commit: bool, retry: bool) -> ErrorCode | None:
+    """Kafka 4's EndTxn v5 state table: None to end the transaction now (an Ongoing one, or a new empty abort), NONE
+    for a retry of the end that succeeded, else the error."""
+    if state == TxnState.ONGOING:
+        return None
+    if state in PREPARED:
+        ending = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        return ErrorCode.CONCURRENT_TRANSACTIONS if state == ending else ErrorCode.INVALID_TXN_STATE
+    if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+        if retry:
+            same_end = state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+            return ErrorCode.NONE if same_end else ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.INVALID_TXN_STATE if commit else None
+    if state == TxnState.EMPTY:
+        return ErrorCode.INVALID_TXN_STATE if commit else None
+    return ErrorCode.INVALID_TXN_STATE
 
 
 def _may_reinitialise(current: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:

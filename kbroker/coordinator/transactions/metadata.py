@@ -54,6 +54,10 @@ class TransactionMetadata:
     # the id and epoch before the last bump, so a client retrying InitProducerId after a lost answer gets it again
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # transactions v2: the producer id the client moves to once this transaction completes (its epoch ran out)
+    next_producer_id: int = NO_PRODUCER_ID
+    # the transactions version of the client's last AddPartitions/EndTxn (0: v1 requests, 2: KIP-890 part 2)
+    client_tv: int = 0
     # markers whose writing is under way: requests meanwhile get CONCURRENT_TRANSACTIONS
     pending: TxnState | None = field(default=None, compare=False)
 
@@ -88,11 +92,12 @@ class TransactionMetadata:
                           timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1,
                           last_update_ms=now_ms)
 
-    def with_partitions(self, partitions: frozenset[tuple[str, int]], now_ms: int) -> TransactionMetadata:
+    def with_partitions(self, partitions: frozenset[tuple[str, int]], now_ms: int,
+                        client_tv: int = 0) -> TransactionMetadata:
         """Kafka's prepareAddPartitions: Ongoing, started now unless it already was."""
         start = now_ms if self.state in COMPLETED else self.start_ms
         return self.moved(state=TxnState.ONGOING, partitions=self.partitions | partitions, start_ms=start,
-                          last_update_ms=now_ms)
+                          last_update_ms=now_ms, client_tv=client_tv)
 
     def fenced(self) -> TransactionMetadata:
         """Kafka's prepareFenceProducerEpoch: the epoch the abort of a zombie's transaction is written with."""
@@ -101,11 +106,30 @@ class TransactionMetadata:
     def prepared(self, commit: bool, now_ms: int) -> TransactionMetadata:
         return self.moved(state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, last_update_ms=now_ms)
 
+    def prepared_v2(self, commit: bool, next_producer_id: int, now_ms: int) -> TransactionMetadata:
+        """Kafka's prepareAbortOrCommit for a transactions v2 EndTxn: the epoch is bumped with the Prepare record (the
+        markers carry the bumped one), and an exhausted epoch names the producer id the client moves to. An abort with
+        no partition added (an empty transaction) starts now."""
+        return self.moved(state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                          producer_epoch=self.producer_epoch + 1, last_producer_epoch=self.producer_epoch,
+                          last_producer_id=self.producer_id, next_producer_id=next_producer_id,
+                          start_ms=self.start_ms if self.partitions else now_ms, last_update_ms=now_ms, client_tv=2)
+
     def completed(self, now_ms: int) -> TransactionMetadata:
-        """Kafka's prepareComplete: the markers are written, the partitions forgotten."""
+        """Kafka's prepareComplete: the markers are written, the partitions forgotten; a transactions v2 producer
+        whose epoch ran out moves to its next producer id, at epoch 0."""
         commit = self.state == TxnState.PREPARE_COMMIT
-        return self.moved(state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+        done = self.moved(state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
                           partitions=frozenset(), last_update_ms=now_ms, pending=None)
+        if self.next_producer_id != NO_PRODUCER_ID:
+            done = done.moved(producer_id=self.next_producer_id, producer_epoch=0, next_producer_id=NO_PRODUCER_ID)
+        return done
+
+    def end_answer(self) -> tuple[int, int]:
+        """The producer id and epoch an EndTxn v5 answer gives the client: those it continues with."""
+        if self.next_producer_id != NO_PRODUCER_ID:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     def topics(self) -> dict[str, list[int]]:
         by_topic: dict[str, list[int]] = {}

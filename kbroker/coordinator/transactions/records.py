@@ -12,6 +12,8 @@ from wire import messages
 TRANSACTION_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
+FLEXIBLE_VALUE_VERSION = 1
+TRANSACTIONS_V2 = 2
 _VERSION = struct.Struct(">h")
 
 
@@ -29,7 +31,9 @@ def decode_key(key: bytes) -> str | None:
 
 
 def encode_value(metadata: TransactionMetadata) -> bytes:
-    """Kafka writes no partitions (null) while Empty, and the partitions grouped by topic otherwise."""
+    """Kafka writes no partitions (null) while Empty, and the partitions grouped by topic otherwise. A transactions v2
+    state is version 1, with the client's transactions version and the previous and next producer ids as Kafka 4
+    tags them (Kafka 3.9 reads version 1 too); a v1 state stays version 0, as Kafka 3.9 writes it."""
     Partitions = messages.classes("TransactionLogValue")["PartitionsSchema"]
     partitions = None if metadata.state == TxnState.EMPTY else [
         Partitions(topic=topic, partition_ids=ids) for topic, ids in metadata.topics().items()]
@@ -38,7 +42,13 @@ def encode_value(metadata: TransactionMetadata) -> bytes:
         transaction_timeout_ms=metadata.timeout_ms, transaction_status=int(metadata.state),
         transaction_partitions=partitions, transaction_last_update_timestamp_ms=metadata.last_update_ms,
         transaction_start_timestamp_ms=metadata.start_ms)
-    return _VERSION.pack(VALUE_VERSION) + bytes(messages.encode(value, VALUE_VERSION))
+    version = VALUE_VERSION
+    if metadata.client_tv >= TRANSACTIONS_V2:
+        version = FLEXIBLE_VALUE_VERSION
+        value.client_transaction_version = metadata.client_tv
+        value.previous_producer_id = metadata.last_producer_id
+        value.next_producer_id = metadata.next_producer_id
+    return _VERSION.pack(version) + bytes(messages.encode(value, version))
 
 
 def decode_value(transactional_id: str, value: bytes) -> TransactionMetadata:
@@ -49,4 +59,5 @@ def decode_value(transactional_id: str, value: bytes) -> TransactionMetadata:
         transactional_id=transactional_id, producer_id=decoded.producer_id, producer_epoch=decoded.producer_epoch,
         timeout_ms=decoded.transaction_timeout_ms, state=TxnState(decoded.transaction_status), partitions=partitions,
         start_ms=decoded.transaction_start_timestamp_ms, last_update_ms=decoded.transaction_last_update_timestamp_ms,
-        last_producer_id=decoded.previous_producer_id)
+        last_producer_id=decoded.previous_producer_id, next_producer_id=decoded.next_producer_id,
+        client_tv=decoded.client_transaction_version)
