@@ -278,8 +278,12 @@ _ADD_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
 async def _added_offsets_partition(broker: Broker, request, version: int) -> int:
     """Transactions v2 (TxnOffsetCommit v5+, served by a single node): the group's `__consumer_offsets` partition is
     added to the producer's transaction before the member is checked (Kafka's addPartition verification), as the
-    client sends no AddOffsetsToTxn."""
+    client sends no AddOffsetsToTxn; not for a request naming no known partition (Kafka asks no coordinator then)."""
     if version < TRANSACTIONS_V2_TXN_OFFSET_COMMIT or getattr(broker, "cluster", None) is not None:
+        return _NO_ERROR
+    by_name = broker.known_topics()[0]
+    if not any(t.name in by_name and 0 <= p.partition_index < by_name[t.name].partitions
+               for t in request.topics for p in t.partitions):
         return _NO_ERROR
     coordinator = broker.transactions
     error = await coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,

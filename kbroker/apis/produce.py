@@ -121,7 +121,8 @@ async def _added_implicitly(broker: Broker, request, version: int) -> dict[tuple
     CONCURRENT_TRANSACTIONS (the previous transaction still ending) is retried here for up to 100 ms first. The
     refused partitions' answers."""
     wanted: dict[tuple[str, int], object] = {}
-    header = None
+    everything: dict[tuple[str, int], object] = {}
+    producers = set()
     for topic_data in request.topic_data:
         name = topic_data.name
         if version >= 13:
@@ -130,17 +131,22 @@ async def _added_implicitly(broker: Broker, request, version: int) -> dict[tuple
         if name is None or name not in broker.topics:
             continue
         for partition in topic_data.partition_data:
+            everything[(name, partition.index)] = partition
             found = _transactional_header(broker, name, partition)
-            if found is not None:
-                header = header or found
+            if found is not None and broker.partition_log(name, partition.index) is not None:  # led here
+                producers.add((found.producer_id, found.producer_epoch))
                 wanted[(name, partition.index)] = partition
-    if header is None:
+    if not producers:
         return {}
+    if len(producers) > 1:  # one transactional producer per request, as Kafka's ReplicaManager insists
+        return {key: _partition_response(p.index, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+                for key, p in everything.items()}
+    ((producer_id, producer_epoch),) = producers
     coordinator = broker.transactions
     deadline = asyncio.get_running_loop().time() + ADD_RETRY_FOR_S
     while True:
-        error = await coordinator.add_partitions(request.transactional_id, header.producer_id, header.producer_epoch,
-                                                 list(wanted), client_tv=TRANSACTIONS_V2)
+        error = await coordinator.add_partitions(request.transactional_id, producer_id, producer_epoch, list(wanted),
+                                                 client_tv=TRANSACTIONS_V2)
         if error != ErrorCode.CONCURRENT_TRANSACTIONS or asyncio.get_running_loop().time() >= deadline:
             break
         await asyncio.sleep(ADD_RETRY_S)
@@ -165,8 +171,13 @@ async def _unverified(broker: Broker, transactional_id: str, topic_name: str, pa
     header = _transactional_header(broker, topic_name, partition)
     if header is None:
         return None
+    before = _producer_mark(broker, topic_name, partition.index, header.producer_id)
     error = await _verify(broker, transactional_id, header.producer_id, header.producer_epoch,
                           (topic_name, partition.index))
+    if error == ErrorCode.NONE and _producer_mark(broker, topic_name, partition.index, header.producer_id) != before:
+        # a marker (or batch) of the producer landed while a remote coordinator was asked: the answer may describe a
+        # transaction that has ended (Kafka's VerificationGuard); the client retries and is asked about again
+        error = ErrorCode.CONCURRENT_TRANSACTIONS
     if error == ErrorCode.NONE:
         return None
     if error == ErrorCode.PRODUCER_FENCED:
@@ -180,6 +191,16 @@ async def _unverified(broker: Broker, transactional_id: str, topic_name: str, pa
         return _partition_response(partition.index, ErrorCode.NOT_ENOUGH_REPLICAS,
                                    message=UNVERIFIED.format(error.name))
     return _partition_response(partition.index, error)
+
+
+def _producer_mark(broker: Broker, topic_name: str, index: int, producer_id: int) -> tuple | None:
+    """What the partition knows of the producer now; a marker or batch appended for it changes it."""
+    plog = broker.partition_log(topic_name, index)
+    entry = plog.producer_state.producers.get(producer_id) if plog is not None else None
+    if entry is None:
+        return None
+    return (entry.producer_epoch, entry.coordinator_epoch, entry.last_timestamp, entry.current_txn_first_offset,
+            entry.last_seq)
 
 
 async def _verify(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,

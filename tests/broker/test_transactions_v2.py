@@ -15,7 +15,7 @@ from kbroker.coordinator.offsets import OFFSETS_TOPIC
 from kbroker.coordinator.transactions.metadata import TxnState
 from wire import messages
 from wire.errors import ErrorCode
-from wire.records import CONTROL_COMMIT, Record, build_batch
+from wire.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch
 
 from raw_client import RawClient
 
@@ -136,3 +136,32 @@ def test_a_txn_offset_commit_v5_adds_the_groups_offsets_partition(kafka_broker, 
     assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
     offsets_partition = kafka_broker.broker.transactions.group_partition(GROUP)
     assert [(t.topic, t.partitions) for t in _describe(client).topics] == [(OFFSETS_TOPIC, [offsets_partition[1]])]
+
+
+def test_a_produce_v12_with_two_transactional_producers_is_invalid_producer_id_mapping(kafka_broker, client) -> None:
+    init = _init(client)
+    P = messages.ProduceRequest
+    now = time.time_ns() // 1_000_000
+    batches = [build_batch([Record(0, now, None, b"x", ())], producer_id=pid, producer_epoch=init.producer_epoch,
+                           base_sequence=0, is_transactional=True) for pid in (init.producer_id, init.producer_id + 1)]
+    response = client.call(PRODUCE, 12, P(transactional_id=TXN_ID, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=TOPIC, partition_data=[P.PartitionProduceData(index=i, records=batches[i])
+                                                       for i in (0, 1)])]))
+    assert [p.error_code for p in response.responses[0].partition_responses] == \
+        [ErrorCode.INVALID_PRODUCER_ID_MAPPING] * 2
+    assert _describe(client).transaction_state == "Empty"
+    assert kafka_broker.broker.partition_log(TOPIC, 1).log_end_offset == 0
+
+
+def test_a_fenced_v2_transaction_is_aborted_one_epoch_up_and_its_producers_abort_answered_as_a_retry(
+        kafka_broker, client) -> None:
+    """A new InitProducerId aborts the open transaction under the next epoch (Kafka 4's v2 end); the old producer's
+    EndTxn v5 abort, one epoch behind, is the retry of that end."""
+    init = _init(client)
+    pid, epoch = init.producer_id, init.producer_epoch
+    _produce_v12(client, pid, epoch, 0)
+    assert _init(client).error_code == ErrorCode.CONCURRENT_TRANSACTIONS  # the open transaction is aborted first
+    assert _markers(kafka_broker.broker, TOPIC, 0) == [(CONTROL_ABORT, pid, epoch + 1)]
+    aborted = _end_v5(client, pid, epoch, False)
+    assert (aborted.error_code, aborted.producer_id, aborted.producer_epoch) == (ErrorCode.NONE, pid, epoch + 1)
+    assert _end_v5(client, pid, epoch, True).error_code == ErrorCode.INVALID_TXN_STATE

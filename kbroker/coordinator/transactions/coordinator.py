@@ -411,8 +411,18 @@ class TransactionCoordinator:
         return ErrorCode.NONE, *prepared.completed(prepared.last_update_ms).end_answer()
 
     async def _fence_and_abort(self, current: TransactionMetadata) -> ErrorCode:
-        """Abort the open transaction under the next epoch, so its producer can write no more of it."""
-        return await self._end(current.fenced(), commit=False)
+        """Abort the open transaction under the next epoch, so its producer can write no more of it. A single node
+        (transactions v2 finalized) does it as Kafka 4.4: the v2 end from the current epoch, an exhausted one
+        moving the producer to a new id; a cluster as Kafka 3.9."""
+        if self.owned is not None:
+            return await self._end(current.fenced(), commit=False)
+        try:
+            next_producer_id = await self._new_producer_id() if current.epoch_exhausted else NO_PRODUCER_ID
+        except ProducerIdsUnavailable:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self.transactions.get(current.transactional_id) is not current:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return await self._prepare_and_complete(current.prepared_v2(False, next_producer_id, _now_ms()))
 
     async def _end(self, current: TransactionMetadata, commit: bool) -> ErrorCode:
         return await self._prepare_and_complete(current.prepared(commit, _now_ms()))

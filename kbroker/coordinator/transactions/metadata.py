@@ -111,8 +111,9 @@ class TransactionMetadata:
         markers carry the bumped one), and an exhausted epoch names the producer id the client moves to. An abort with
         no partition added (an empty transaction) starts now."""
         return self.moved(state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-                          producer_epoch=self.producer_epoch + 1, last_producer_epoch=self.producer_epoch,
-                          last_producer_id=self.producer_id, next_producer_id=next_producer_id,
+                          producer_epoch=min(self.producer_epoch + 1, MAX_EPOCH),
+                          last_producer_epoch=self.producer_epoch, last_producer_id=self.producer_id,
+                          next_producer_id=next_producer_id,
                           start_ms=self.start_ms if self.partitions else now_ms, last_update_ms=now_ms, client_tv=2)
 
     def completed(self, now_ms: int) -> TransactionMetadata:
