@@ -32,6 +32,7 @@ from transaction_checks import (
     produce_all,
     read_after_commit_and_abort,
     retrying,
+    state_leaders,
     transaction_coordinator,
     transactional_producer,
 )
@@ -70,11 +71,10 @@ def test_the_coordinator_is_the_leader_of_the_ids_state_partition_replicated_thr
     transactional_id = "placement"
     producer = transactional_producer(cluster, transactional_id)  # FindCoordinator creates __transaction_state
     producer.flush(1)
+    leader = state_leaders(cluster, STATE_PARTITIONS)[kafka_partition_for(transactional_id, STATE_PARTITIONS)]
     state = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}) \
         .list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
-    assert len(state.partitions) == STATE_PARTITIONS
     assert {tuple(sorted(p.replicas)) for p in state.partitions.values()} == {BROKER_IDS}
-    leader = state.partitions[kafka_partition_for(transactional_id, STATE_PARTITIONS)].leader
     assert transaction_coordinator(cluster, transactional_id) == leader
 
 

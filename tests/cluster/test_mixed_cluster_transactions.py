@@ -26,6 +26,7 @@ from transaction_checks import (
     leader_of,
     offsets_committed_with_transactions,
     read_after_commit_and_abort,
+    state_leaders,
     transaction_coordinator,
     transactional_producer,
 )
@@ -74,13 +75,11 @@ def id_coordinated_by(cluster: KbrokerCluster) -> dict[int, str]:
     """A transactional id for each broker, coordinated there (`__transaction_state` created by the first ask)."""
     wait_until(lambda: transaction_coordinator(cluster, "mixed-probe") >= 0, "__transaction_state has its leaders",
                timeout=TIMEOUT)
-    state = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}) \
-        .list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
+    leaders = state_leaders(cluster, STATE_PARTITIONS)
     found: dict[int, str] = {}
     for i in range(1000):
         transactional_id = f"mixed-{i}"
-        leader = state.partitions[kafka_partition_for(transactional_id, STATE_PARTITIONS)].leader
-        found.setdefault(leader, transactional_id)
+        found.setdefault(leaders[kafka_partition_for(transactional_id, STATE_PARTITIONS)], transactional_id)
     assert sorted(found) == sorted(BROKER_IDS), "every broker leads a partition of __transaction_state"
     return found
 
@@ -95,7 +94,8 @@ def test_a_transaction_coordinated_by_either_kind_commits_and_aborts_on_partitio
         cluster: KbrokerCluster, id_coordinated_by: dict[int, str], coordinator: int) -> None:
     transactional_id = id_coordinated_by[coordinator]
     producer = transactional_producer(cluster, transactional_id)
-    assert transaction_coordinator(cluster, transactional_id) == coordinator
+    wait_until(lambda: transaction_coordinator(cluster, transactional_id) == coordinator,
+               f"broker {coordinator} is named the coordinator of {transactional_id}")
     seen = read_after_commit_and_abort(cluster, producer, transactional_id, 12)
     assert sorted(seen) == sorted(f"{transactional_id}-committed-{i}".encode() for i in range(12))
 

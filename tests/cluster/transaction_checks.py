@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, TopicPartition
 from kbroker_process import KbrokerCluster
 from waiting import wait_until
@@ -31,6 +32,17 @@ def leader_of(cluster: KbrokerCluster, partition: int) -> int:
     """TOPIC-`partition`'s leader once every live broker's Metadata agrees on it (an ISR change under way makes
     their answers differ for a moment)."""
     return wait_until(lambda: cluster.agreed(partition, TOPIC), f"the brokers agree on {TOPIC}-{partition}")[0]
+
+
+def state_leaders(cluster: KbrokerCluster, partitions: int) -> dict[int, int]:
+    """`__transaction_state`'s partition -> leader, once the Metadata of the broker asked shows all of them led."""
+    def found() -> dict[int, int] | None:
+        topic = AdminClient({"bootstrap.servers": cluster.bootstrap(), "log_level": 0}) \
+            .list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
+        if topic is None or len(topic.partitions) != partitions or any(p.leader < 0 for p in topic.partitions.values()):
+            return None
+        return {index: p.leader for index, p in topic.partitions.items()}
+    return wait_until(found, "__transaction_state's partitions have leaders")
 
 
 def new_coordinator(cluster: KbrokerCluster, transactional_id: str, old: int) -> int:
