@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import kbroker.apis  # noqa: F401 - registers the handlers
-from kbroker.apis.api_versions import disabled_apis, unsupported_version_response
+from kbroker.apis.api_versions import CLUSTER_MAX, disabled_apis, unsupported_version_response
 from kbroker.apis.registry import HANDLERS, Handler
 from wire import DecodeError, EncodeError, headers, messages
 from wire.errors import ErrorCode
@@ -22,6 +22,7 @@ from wire.errors import ErrorCode
 log = logging.getLogger(__name__)
 API_VERSIONS = 18
 _DISABLED = {mode: disabled_apis(mode) for mode in (False, True)}  # by cluster mode
+_CAPPED = frozenset(CLUSTER_MAX)  # APIs a cluster member serves to a lower version than a single node
 _SIZE = struct.Struct(">i")
 _PLACEHOLDER = bytes(4)  # the size prefix, filled in once the response is encoded
 
@@ -108,7 +109,8 @@ async def dispatch(broker, frame: bytes, start: int = 0,
     handler = HANDLERS.get(api_key)
     if disabled is None:
         disabled = disabled_for(broker)
-    if handler is None or not handler.supports(version) or api_key in disabled:
+    if handler is None or not handler.supports(version) or api_key in disabled or \
+            (api_key in _CAPPED and broker.config.cluster_mode and version > CLUSTER_MAX[api_key]):
         return _unsupported(header, api_key, version, broker.config.cluster_mode)
     route = _route(handler, api_key, version)
     try:

@@ -385,6 +385,8 @@ def test_a_refused_marker_keeps_the_transaction_prepared_and_the_id_busy(kafka_b
     assert _end(client, pid, epoch, True) == ErrorCode.NONE  # answered once PrepareCommit is written
     assert _describe(client).transaction_state == "PrepareCommit"
     assert _end(client, pid, epoch, True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    # a transition under way is answered before the epoch is checked, as Kafka 4 orders its checks
+    assert _add(client, pid, epoch + 5, {TOPIC: [1]}) == {(TOPIC, 1): ErrorCode.CONCURRENT_TRANSACTIONS}
     assert _markers(kafka_broker.broker, TOPIC, 0) == [(CONTROL_ABORT, pid, epoch)]
 
 

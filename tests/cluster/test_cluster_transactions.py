@@ -92,6 +92,17 @@ def test_a_cluster_member_serves_transactions_v1_only_as_kafka_3_9(cluster: Kbro
     assert {k.api_key: k.max_version for k in answer.api_keys}[26] == 4
 
 
+def test_a_cluster_member_closes_the_connection_of_an_end_txn_v5_as_kafka_3_9(cluster: KbrokerCluster) -> None:
+    host, port = cluster.live()[0].bootstrap.rsplit(":", 1)
+    client = WireClient(host, int(port))
+    try:
+        with pytest.raises((ConnectionError, EOFError, OSError)):
+            client.call(26, 5, messages.EndTxnRequest(transactional_id="v5", producer_id=1, producer_epoch=0,
+                                                      committed=True))
+    finally:
+        client.close()
+
+
 def test_a_committed_transaction_over_partitions_led_by_every_broker_is_read_once_and_an_aborted_one_never(
         cluster: KbrokerCluster) -> None:
     leaders = {leader_of(cluster, p) for p in range(PARTITIONS)}

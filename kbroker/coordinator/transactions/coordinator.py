@@ -325,9 +325,10 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[tuple[str, int]], client_tv: int = 0) -> ErrorCode:
         """Kafka's handleAddPartitionsToTransaction; `client_tv` 2 for the adds a partition leader (Produce v12+) or
-        the group coordinator (TxnOffsetCommit v5+) makes for a transactions v2 producer, which checks a transition
-        under way first, as Kafka 4 does."""
-        if client_tv >= TRANSACTIONS_V2:
+        the group coordinator (TxnOffsetCommit v5+) makes for a transactions v2 producer. A transition under way is
+        checked first, as Kafka 4 does (a single node), or after the producer's id and epoch, as Kafka 3.9 does (a
+        cluster, for v1 requests)."""
+        if client_tv >= TRANSACTIONS_V2 or self.owned is None:
             found = self.transactions.get(transactional_id) if transactional_id else None
             if found is not None and found.pending is not None and not self.coordinator_error(transactional_id):
                 return ErrorCode.CONCURRENT_TRANSACTIONS
