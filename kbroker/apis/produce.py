@@ -171,13 +171,8 @@ async def _unverified(broker: Broker, transactional_id: str, topic_name: str, pa
     header = _transactional_header(broker, topic_name, partition)
     if header is None:
         return None
-    before = _producer_mark(broker, topic_name, partition.index, header.producer_id)
     error = await _verify(broker, transactional_id, header.producer_id, header.producer_epoch,
                           (topic_name, partition.index))
-    if error == ErrorCode.NONE and _producer_mark(broker, topic_name, partition.index, header.producer_id) != before:
-        # a marker (or batch) of the producer landed while a remote coordinator was asked: the answer may describe a
-        # transaction that has ended (Kafka's VerificationGuard); the client retries and is asked about again
-        error = ErrorCode.CONCURRENT_TRANSACTIONS
     if error == ErrorCode.NONE:
         return None
     if error == ErrorCode.PRODUCER_FENCED:
@@ -206,12 +201,18 @@ def _producer_mark(broker: Broker, topic_name: str, index: int, producer_id: int
 async def _verify(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
                   partition: tuple[str, int]) -> ErrorCode:
     """The coordinator's verify-only answer: this broker's own, or (a cluster member that does not coordinate the
-    id) its coordinator's over AddPartitionsToTxn v4, as Kafka's AddPartitionsToTxnManager asks it."""
+    id) its coordinator's over AddPartitionsToTxn v4, as Kafka's AddPartitionsToTxnManager asks it. If a marker (or
+    batch) of the producer lands in the partition while a remote coordinator is asked, the answer may describe a
+    transaction that has ended (Kafka's VerificationGuard): CONCURRENT_TRANSACTIONS, so the client asks again."""
     coordinator = broker.transactions
     member = getattr(broker, "cluster", None)
     if member is None or coordinator.coordinator_error(transactional_id) is None:
         return coordinator.verify(transactional_id, producer_id, producer_epoch, partition)
-    return await member.transaction_channel.verify(transactional_id, producer_id, producer_epoch, partition)
+    before = _producer_mark(broker, *partition, producer_id)
+    error = await member.transaction_channel.verify(transactional_id, producer_id, producer_epoch, partition)
+    if error == ErrorCode.NONE and _producer_mark(broker, *partition, producer_id) != before:
+        return ErrorCode.CONCURRENT_TRANSACTIONS
+    return error
 
 
 async def _await_acks(broker: Broker, waiting: dict[tuple[str, int], tuple[object, int]], timeout_ms: int) -> None:

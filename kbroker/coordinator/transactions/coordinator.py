@@ -399,17 +399,21 @@ class TransactionCoordinator:
             return ErrorCode.NONE, *current.end_answer()
         if action is not None:
             return action, *nothing
-        try:
-            next_producer_id = await self._new_producer_id() if current.epoch_exhausted else NO_PRODUCER_ID
-        except ProducerIdsUnavailable:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, *nothing
-        if self.transactions.get(transactional_id) is not current:
-            return ErrorCode.CONCURRENT_TRANSACTIONS, *nothing
-        prepared = current.prepared_v2(commit, next_producer_id, _now_ms())
-        error = await self._prepare_and_complete(prepared)
+        error, prepared = await self._end_v2(current, commit)
         if error:
             return error, *nothing
         return ErrorCode.NONE, *prepared.completed(prepared.last_update_ms).end_answer()
+
+    async def _end_v2(self, current: TransactionMetadata, commit: bool) -> tuple[ErrorCode, TransactionMetadata]:
+        """Kafka 4's v2 end from the current epoch (a fresh producer id if it ran out): (error, the Prepare state)."""
+        try:
+            next_producer_id = await self._new_producer_id() if current.epoch_exhausted else NO_PRODUCER_ID
+        except ProducerIdsUnavailable:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, current
+        if self.transactions.get(current.transactional_id) is not current:  # moved while the id was allocated
+            return ErrorCode.CONCURRENT_TRANSACTIONS, current
+        prepared = current.prepared_v2(commit, next_producer_id, _now_ms())
+        return await self._prepare_and_complete(prepared), prepared
 
     async def _fence_and_abort(self, current: TransactionMetadata) -> ErrorCode:
         """Abort the open transaction under the next epoch, so its producer can write no more of it. A single node
@@ -417,13 +421,7 @@ class TransactionCoordinator:
         moving the producer to a new id; a cluster as Kafka 3.9."""
         if self.owned is not None:
             return await self._end(current.fenced(), commit=False)
-        try:
-            next_producer_id = await self._new_producer_id() if current.epoch_exhausted else NO_PRODUCER_ID
-        except ProducerIdsUnavailable:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if self.transactions.get(current.transactional_id) is not current:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        return await self._prepare_and_complete(current.prepared_v2(False, next_producer_id, _now_ms()))
+        return (await self._end_v2(current, commit=False))[0]
 
     async def _end(self, current: TransactionMetadata, commit: bool) -> ErrorCode:
         return await self._prepare_and_complete(current.prepared(commit, _now_ms()))
