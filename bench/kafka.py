@@ -20,6 +20,7 @@ if str(COMPAT_TESTS) not in sys.path:
     sys.path.append(str(COMPAT_TESTS))
 
 import cluster_processes  # noqa: E402  (needs the sys.path entry above)
+import transaction_history  # noqa: E402
 
 import kafka_process  # noqa: E402
 import maven_jars  # noqa: E402
@@ -30,8 +31,16 @@ TOOLS_VERSION = "4"  # Kafka's command-line tools (kafka-tools, with the Java cl
 TOOLS_JAR_SET = VERSIONS[TOOLS_VERSION]
 CLIENT_HEAP = "-Xmx512M"   # kafka-producer-perf-test.sh's KAFKA_HEAP_OPTS
 
-__all__ = ["DEFAULT_VERSION", "VERSIONS", "KafkaProcess", "KafkaUnavailable", "cluster_processes", "java_command",
-           "unavailable"]
+__all__ = [
+    "DEFAULT_VERSION",
+    "VERSIONS",
+    "KafkaProcess",
+    "KafkaUnavailable",
+    "cluster_processes",
+    "java_command",
+    "transaction_history",
+    "unavailable",
+]
 
 
 def unavailable(version: str = DEFAULT_VERSION) -> str | None:

@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,6 +178,7 @@ class Connection:
 
 TOPIC = f"wd-{RUN}"  # 3 partitions; 5 records in partition 0 (RECORDS), created by `prepare_shared`
 GROUP = f"wd-group-{RUN}"  # committed offset 3 on TOPIC-0
+ZSTD = 4  # the batch attribute's codec
 RECORDS = build_batch([Record(i, TIMESTAMP + i, b"k%d" % i, b"v%d" % i) for i in range(5)])
 RANGE_ASSIGNMENT = b"\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"  # version 0, no topics, null user data
 CONSUMER_METADATA = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"  # version 0, no topics, null user data
@@ -329,12 +331,19 @@ UNKNOWN = f"wd-{RUN}-missing"
 INVALID = "bad name!"
 
 
-def _produce(topic: str, partition: int = 0) -> Template:
+def _produce(topic: str, partition: int = 0, records: bytes = RECORDS) -> Template:
     def template(ctx: Ctx) -> dict:
         ref = topic_ref(ctx, topic) if topic != INVALID else {"name": topic}
         return {"acks": -1, "timeout_ms": 30000, "topic_data": [
-            {**ref, "partition_data": [{"index": partition, "records": RECORDS}]}]}
+            {**ref, "partition_data": [{"index": partition, "records": records}]}]}
     return template
+
+
+def _legacy_message(value: bytes) -> bytes:
+    """One magic-1 message in a message set (offset, size, then CRC over the rest), which Produce v3+ refuses."""
+    body = struct.pack(">bbqi", 1, 0, TIMESTAMP, -1) + struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
 
 
 def _fetch(topic: str, offset: int = 0) -> Template:
@@ -631,6 +640,15 @@ CASES: dict[str, list[Case]] = {
         Case("unknown_topic", _produce(UNKNOWN)),
         Case("unknown_partition", _produce(TOPIC, 99)),
         Case("empty", _constant({"acks": -1, "timeout_ms": 30000, "topic_data": []})),
+        Case("no_batch", _produce(TOPIC, 1, b"")),
+        Case("two_batches", _produce(TOPIC, 1, RECORDS + RECORDS)),
+        Case("magic_1", _produce(TOPIC, 1, _legacy_message(b"v"))),
+        Case("zstd", _produce(TOPIC, 1, build_batch([Record(0, TIMESTAMP, b"k", b"v" * 50)], codec=ZSTD))),
+        Case("batch_size_below_minimum", _produce(TOPIC, 1, RECORDS[:8] + struct.pack(">i", 5) + RECORDS[12:])),
+        Case("corrupt_second_batch", _produce(TOPIC, 1, RECORDS + RECORDS[:8] + struct.pack(">i", 3))),
+        Case("transactional_without_id", _produce(TOPIC, 1, build_batch(
+            [Record(0, TIMESTAMP, b"k", b"v")], producer_id=4242, producer_epoch=0, base_sequence=0,
+            is_transactional=True))),
     ],
     "Fetch": [
         Case("valid", _fetch(TOPIC)),

@@ -231,18 +231,20 @@ def _chroot(zookeeper: str, label: str) -> str:
     return f"{zookeeper}/bench-{label}-{uuid.uuid4().hex[:10]}"
 
 
-def kbroker_cluster(ctx: Context, zookeeper: str, brokers: int = 3, label: str = "kbroker") -> Cluster:
+def kbroker_cluster(ctx: Context, zookeeper: str, brokers: int = 3, label: str = "kbroker",
+                    extra: dict[str, str] | None = None) -> Cluster:
     connect = _chroot(zookeeper, label)
-    overrides = {**COMMON, "offsets.topic.replication.factor": str(min(3, brokers))}
+    overrides = {**COMMON, "offsets.topic.replication.factor": str(min(3, brokers)), **(extra or {})}
     nodes = {i: cluster_processes.KbrokerProcess(ctx.work_dir / f"{label}-{uuid.uuid4().hex[:6]}-{i}", connect, i,
                                                  overrides, log_level="WARNING", event_loop=ctx.event_loop)
              for i in range(1, brokers + 1)}
     return Cluster("kbroker", "kbroker", connect, nodes)
 
 
-def kafka_cluster(ctx: Context, zookeeper: str) -> Cluster:
+def kafka_cluster(ctx: Context, zookeeper: str, extra: dict[str, str] | None = None) -> Cluster:
     connect = _chroot(zookeeper, "kafka")
-    overrides = {**COMMON, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
+    overrides = {**COMMON, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+                 **(extra or {})}
     nodes = {i: cluster_processes.KafkaZkBroker(ctx.work_dir / "kafka", connect, i, overrides) for i in BROKER_IDS}
     version = nodes[1].kafka.full_version
     return Cluster("kafka", f"Apache Kafka {version} (ZooKeeper mode)", connect, nodes)

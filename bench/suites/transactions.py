@@ -45,7 +45,7 @@ class Run:
         return self.records / self.seconds
 
 
-def _producer(broker: Broker) -> Producer:
+def transactional_producer(broker: Broker) -> Producer:
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
                          "linger.ms": 5, "queue.buffering.max.kbytes": 65536, **CLIENT_LOGGING})
     producer.init_transactions(TIMEOUT_S)
@@ -91,7 +91,7 @@ def read_all(broker: Broker, topic: str, partitions: int, expected: int, isolati
 
 def commit_latencies(broker: Broker, topic: str, seconds: float) -> list[float]:
     """commit_transaction() durations in ms, one transaction of one record every 1/COMMITS_PER_S s."""
-    producer = _producer(broker)
+    producer = transactional_producer(broker)
     latencies, interval = [], 1 / COMMITS_PER_S
     next_at = time.perf_counter()
     ends = next_at + seconds
@@ -120,7 +120,7 @@ def run(ctx: Context) -> list[Result]:
             ctx.log(f"transactional produce {label}")
             with contextlib.ExitStack() as stack:
                 topics = {t.name: stack.enter_context(t.scratch_topic("txn", partitions)) for t in targets}
-                producers = {t.name: _producer(t) for t in targets}
+                producers = {t.name: transactional_producer(t) for t in targets}
                 for target in targets:
                     stack.callback(producers[target.name].flush, 10)
                 runs: dict[str, list[Run]] = {t.name: [] for t in targets}

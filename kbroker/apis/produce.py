@@ -20,7 +20,7 @@ from kbroker.log.errors import LogError, RecordError, RecordValidationError
 from wire import messages
 from wire.errors import ErrorCode
 from wire.exceptions import CorruptRecordError, DecodeError
-from wire.records import HEADER_SIZE, BatchHeader, read_batch_header
+from wire.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_batch_header
 from wire.schema import ZERO_UUID
 
 Response = messages.ProduceResponse
@@ -87,6 +87,84 @@ def _append(broker: Broker, topic_name: str, partition, now: int, acks: int):
                                 info.log_start_offset), info.last_offset + 1)
 
 
+_MAGIC_OFFSET, _ATTRIBUTES_LOW = 16, 22  # a batch's magic byte; the low byte of its attributes (codec, flags)
+CODEC_MASK, TRANSACTIONAL_FLAG = 0x07, 0x10
+ZSTD_CODEC, ZSTD_FROM = 4, 7  # Produce v7 is the first that may carry zstd batches (KIP-110)
+MIN_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the least size field Kafka's batch iterator takes
+
+
+class CorruptBatch(Exception):
+    """Kafka's batch iterator (ByteBufferLogInputStream) refuses a header: CorruptRecordException, its message."""
+
+
+def _batch_end(records, position: int) -> int | None:
+    """Where the whole batch at `position` ends, as Kafka's batch iterator reads it; None when no whole batch is
+    left (a cut tail ends the walk)."""
+    remaining = len(records) - position
+    if remaining < LOG_OVERHEAD:
+        return None
+    size = int.from_bytes(records[position + 8:position + LOG_OVERHEAD], "big", signed=True)
+    if size < MIN_RECORD_OVERHEAD:
+        raise CorruptBatch(f"Record size {size} is less than the minimum record overhead ({MIN_RECORD_OVERHEAD})")
+    if remaining <= _MAGIC_OFFSET:
+        return None
+    magic = int.from_bytes(records[position + _MAGIC_OFFSET:position + _MAGIC_OFFSET + 1], "big", signed=True)
+    if not 0 <= magic <= 2:
+        raise CorruptBatch(f"Invalid magic found in record: {magic}")
+    return position + LOG_OVERHEAD + size if remaining >= LOG_OVERHEAD + size else None
+
+
+def _records_refusal(version: int, records) -> int | None:
+    """Kafka's ProduceRequest.validateRecords, before anything else looks at a partition's records: exactly one
+    magic-2 batch, and no zstd below v7. Kafka answers with the error alone (no message)."""
+    if records is None:
+        return None  # refused on append, as before
+    try:
+        first_end = _batch_end(records, 0)
+        if first_end is None or records[_MAGIC_OFFSET] != 2:
+            return ErrorCode.INVALID_RECORD
+        if version < ZSTD_FROM and records[_ATTRIBUTES_LOW] & CODEC_MASK == ZSTD_CODEC:
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        if _batch_end(records, first_end) is not None:
+            return ErrorCode.INVALID_RECORD
+    except CorruptBatch:
+        return ErrorCode.CORRUPT_MESSAGE
+    return None
+
+
+def _invalid_partitions(broker: Broker, request, version: int) -> dict[tuple[str, int], object]:
+    """The answers of the existing partitions whose records Kafka's validateRecords refuses."""
+    refused: dict[tuple[str, int], object] = {}
+    for topic_data in request.topic_data:
+        name = _topic_name(broker, topic_data, version)
+        for partition in topic_data.partition_data:
+            if name is None or broker.replicas.lookup(name, partition.index) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue  # Kafka answers a partition it does not know before looking at its records
+            error = _records_refusal(version, partition.records)
+            if error is not None:
+                refused[(name, partition.index)] = _partition_response(partition.index, error)
+    return refused
+
+
+def _has_transactional_batch(request) -> bool:
+    """Whether any partition's first whole batch is transactional (Kafka's RequestUtils.hasTransactionalRecords,
+    which runs before anything else: CorruptBatch from a corrupt first header fails the whole request)."""
+    for topic in request.topic_data:
+        for partition in topic.partition_data:
+            records = partition.records
+            if records is not None and _batch_end(records, 0) is not None and records[_MAGIC_OFFSET] == 2 \
+                    and len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
+def _topic_name(broker: Broker, topic_data, version: int) -> str | None:
+    if version >= 13:
+        known = broker.topics_by_id.get(topic_data.topic_id)
+        return known.name if known else None
+    return topic_data.name
+
+
 PRODUCE_KNOWS_ABORTABLE_FROM = 11  # older clients are told INVALID_TXN_STATE (Kafka's defaultError operation)
 
 
@@ -115,7 +193,8 @@ def _transactional_header(broker: Broker, topic_name: str, partition) -> BatchHe
     return header
 
 
-async def _added_implicitly(broker: Broker, request, version: int) -> dict[tuple[str, int], object]:
+async def _added_implicitly(broker: Broker, request, version: int,
+                            invalid: dict[tuple[str, int], object]) -> dict[tuple[str, int], object]:
     """Transactions v2 (KIP-890 part 2, Produce v12+): the partitions whose batches would open the producer's
     transaction are added to it, all in one coordinator write (Kafka's AddPartitionsToTxnManager with addPartition);
     CONCURRENT_TRANSACTIONS (the previous transaction still ending) is retried here for up to 100 ms first. The
@@ -124,13 +203,12 @@ async def _added_implicitly(broker: Broker, request, version: int) -> dict[tuple
     everything: dict[tuple[str, int], object] = {}
     producers = set()
     for topic_data in request.topic_data:
-        name = topic_data.name
-        if version >= 13:
-            known = broker.topics_by_id.get(topic_data.topic_id)
-            name = known.name if known else None
+        name = _topic_name(broker, topic_data, version)
         if name is None or name not in broker.topics:
             continue
         for partition in topic_data.partition_data:
+            if (name, partition.index) in invalid:
+                continue
             everything[(name, partition.index)] = partition
             found = _transactional_header(broker, name, partition)
             if found is not None and broker.partition_log(name, partition.index) is not None:  # led here
@@ -224,13 +302,13 @@ async def _await_acks(broker: Broker, waiting: dict[tuple[str, int], tuple[objec
             waiting[key][0].error_code = error
 
 
-def failed_response(request, error: int):
+def failed_response(request, error: int, message: str | None = None):
     """Every partition of the request answers `error` (ProduceRequest.getErrorResponse); acks=0 gets nothing."""
     if request.acks == 0:
         return None
     return Response(throttle_time_ms=0, responses=[
         Response.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id or ZERO_UUID, partition_responses=[
-            _partition_response(partition.index, error) for partition in topic.partition_data])
+            _partition_response(partition.index, error, message=message) for partition in topic.partition_data])
         for topic in request.topic_data])
 
 
@@ -239,24 +317,31 @@ async def produce(broker: Broker, header, request):
     version = header.request_api_version
     now = now_ms()  # one append time for the whole request
     acks = request.acks
+    try:
+        transactional = _has_transactional_batch(request)
+    except CorruptBatch as corrupt:
+        return failed_response(request, ErrorCode.CORRUPT_MESSAGE, str(corrupt))
+    if transactional and request.transactional_id is None:
+        return failed_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    invalid = _invalid_partitions(broker, request, version)
     topics = []
     waiting: dict[tuple[str, int], tuple[object, int]] = {}  # acks=all: partition -> (its answer, offset to reach)
     # transactions v2 producers (a single node's; a cluster serves v1) have their partitions added by the leader,
     # whatever transaction.partition.verification.enable says; others are verified if it says so
     implicit = request.transactional_id is not None and version >= TRANSACTIONS_V2_PRODUCE and \
         getattr(broker, "cluster", None) is None
-    added = await _added_implicitly(broker, request, version) if implicit else {}
+    added = await _added_implicitly(broker, request, version, invalid) if implicit else {}
     verify = request.transactional_id is not None and broker.config["transaction.partition.verification.enable"] \
         and not implicit
     for topic_data in request.topic_data:
-        name = topic_data.name
-        if version >= 13:
-            known = broker.topics_by_id.get(topic_data.topic_id)
-            name = known.name if known else None
+        name = _topic_name(broker, topic_data, version)
         refusal = _topic_refusal(broker, name, acks)
         if refusal is None:
             partitions = []
             for p in topic_data.partition_data:
+                if (name, p.index) in invalid:
+                    partitions.append(invalid[(name, p.index)])
+                    continue
                 unverified = added.get((name, p.index)) if implicit else \
                     await _unverified(broker, request.transactional_id, name, p, version) if verify else None
                 if unverified is not None:
@@ -266,8 +351,9 @@ async def produce(broker: Broker, header, request):
                 partitions.append(answer)
                 if required_offset is not None and acks == -1:
                     waiting[(name, p.index)] = (answer, required_offset)
-        else:
-            partitions = [_partition_response(p.index, refusal) for p in topic_data.partition_data]
+        else:  # records Kafka's validateRecords refused keep that answer, whatever acks says
+            partitions = [invalid.get((name, p.index)) or _partition_response(p.index, refusal)
+                          for p in topic_data.partition_data]
         if name is None and version >= 13:
             for p in partitions:
                 p.error_code = ErrorCode.UNKNOWN_TOPIC_ID

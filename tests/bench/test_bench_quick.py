@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 SUITES = sorted(p.stem for p in (REPO / "bench" / "suites").glob("*.py") if not p.stem.startswith("_"))
 COMPARED_WITH_MOCK = ("produce", "consume", "latency")
 COMPARED_WITH_KAFKA = ("produce", "perftest", "consume", "latency", "transactions")
-KAFKA_COLUMN_TOO = ("scale", "groups", "cluster")  # figures of a second or less, which may be 0 on a busy machine
+# figures of a second or less, which may be 0 on a busy machine
+KAFKA_COLUMN_TOO = ("scale", "groups", "cluster", "cluster_transactions")
 MOCK, KAFKA = "librdkafka mock", "Apache Kafka"
 CPU_METRIC = "broker CPU s / 1M records"
 
@@ -64,12 +65,12 @@ def _assert_compared(results: list[dict], peer: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1000)
+@pytest.mark.timeout(1240)
 def test_quick_run_reports_figures_from_every_suite_and_leaves_docs_alone(tmp_path: Path) -> None:
     kafka_problem = _kafka_problem()
     docs_before = _harness_docs()
     completed = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path), "--no-docs"],
-                               cwd=REPO, capture_output=True, text=True, timeout=980)
+                               cwd=REPO, capture_output=True, text=True, timeout=1220)
     output = completed.stdout[-4000:] + completed.stderr[-4000:]
     assert completed.returncode == 0, output
 
