@@ -23,8 +23,8 @@ replication factor 3 and min.insync.replicas=2. The client is confluent-kafka.
    the whole topic and counts violations of the transactional promise (a committed transaction not read once
    and in order, an aborted one's record read, an unknown one's read in part, a record the live reader saw
    gone). Figures: violations (target 0), transactions committed per second over the whole run (kills
-   included), and the stall after a kill (from the kill to the producers' second commit after it; it includes
-   ZooKeeper's session expiry), median and maximum.
+   included), and the stall after a kill (from the kill until every producer has committed twice after it;
+   it includes ZooKeeper's expiry of the dead broker's session), median and maximum.
 
 Targets: no violation; transactional produce at least Kafka's (1x); commit p99 no worse than Kafka's.
 """
@@ -116,27 +116,49 @@ def _results(figures: dict[str, dict[str, Any]], names: dict[str, str]) -> list[
             SUITE, f"commit latency at {COMMITS_PER_S} transactions/s, replication factor 3, {name}", "ms",
             percentile(mine["latency"], q), percentile(theirs["latency"], q) if theirs else None, their_name,
             higher_is_better=False, **({"target": "<= 1x Kafka", "target_ratio": 1.0} if name == "p99" else {})))
+    chaos_runs = {kind: found["chaos"] for kind, found in figures.items() if "chaos" in found}
     for kind, found in figures.items():
         if "chaos" not in found:
             results.append(Result(SUITE, f"chaos, {names[kind]}", "-", None, note=f"failed: {found['chaos_error']}"))
-            continue
-        history, verdict = found["chaos"]
-        stalls = [k.stall_s for k in history.nemesis.kills]
-        shape = f"{len(stalls)} kills, {names[kind]}"
-        params = {"outcomes": dict(verdict.outcomes), "records_read": verdict.records_read,
-                  "live_records": verdict.live_records, "seconds": round(history.seconds, 1),
-                  "kills": [(k.role, k.broker_id, round(k.stall_s, 2), round(k.restored_s, 2))
-                            for k in history.nemesis.kills],
-                  "first_violations": verdict.violations[:5]}
-        results += [
-            Result(SUITE, f"violations of the transactional promise, {shape}", "count", len(verdict.violations),
-                   higher_is_better=False, target="0", target_value=0, params=params),
-            Result(SUITE, f"transactions committed per second through the kills, {shape}", "txn/s",
-                   verdict.outcomes["committed"] / history.seconds),
-            Result(SUITE, f"stall after a kill, median, {shape}", "s", median(stalls), higher_is_better=False),
-            Result(SUITE, f"stall after a kill, max, {shape}", "s", max(stalls), higher_is_better=False),
-        ]
+    if "kbroker" not in chaos_runs:
+        return results
+    kills = len(chaos_runs["kbroker"][0].nemesis.kills)
+    shape = f"{kills} kills of a coordinator, a leader, the controller in turn"
+    rows = [("violations of the transactional promise", "count", _violations, False),
+            ("transactions committed per second through the kills", "txn/s", _committed_per_s, True),
+            ("stall after a kill, median", "s", lambda run: median(_stalls(run)), False),
+            ("stall after a kill, max", "s", lambda run: max(_stalls(run)), False)]
+    peer_run = chaos_runs.get(other) if other else None
+    for name, metric, figure, higher in rows:
+        targets = {"target": "0", "target_value": 0} if metric == "count" else {}
+        results.append(Result(SUITE, f"{name}, {shape}", metric, figure(chaos_runs["kbroker"]),
+                              figure(peer_run) if peer_run else None, their_name if peer_run else None,
+                              higher_is_better=higher, params=_chaos_params(chaos_runs, names) if metric == "count"
+                              else {}, **targets))
     return results
+
+
+def _violations(run: tuple[transaction_history.History, transaction_history.Verdict]) -> int:
+    return len(run[1].violations)
+
+
+def _committed_per_s(run: tuple[transaction_history.History, transaction_history.Verdict]) -> float:
+    return run[1].outcomes["committed"] / run[0].seconds
+
+
+def _stalls(run: tuple[transaction_history.History, transaction_history.Verdict]) -> list[float]:
+    return [k.stall_s for k in run[0].nemesis.kills]
+
+
+def _chaos_params(runs: dict[str, tuple[transaction_history.History, transaction_history.Verdict]],
+                  names: dict[str, str]) -> dict[str, Any]:
+    """Per cluster: outcomes, records read, each kill (role, broker, stall s, back in every ISR s), violations."""
+    return {names[kind]: {"outcomes": dict(verdict.outcomes), "records_read": verdict.records_read,
+                          "live_records": verdict.live_records, "seconds": round(history.seconds, 1),
+                          "kills": [(k.role, k.broker_id, round(k.stall_s, 2), round(k.restored_s, 2))
+                                    for k in history.nemesis.kills],
+                          "first_violations": verdict.violations[:5]}
+            for kind, (history, verdict) in runs.items()}
 
 
 def run(ctx: Context) -> list[Result]:
