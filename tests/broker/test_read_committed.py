@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from kbroker.testing import running_broker
 from wire import messages
 from wire.records import Record, build_batch, build_end_txn_batch, iter_batches
 
@@ -22,6 +23,14 @@ L = messages.ListOffsetsRequest
 
 
 @pytest.fixture
+def kafka_broker(tmp_path):
+    """Transactional batches go straight to the partition here, with a transactional id on the request and no
+    coordinator: Kafka takes them unverified with transaction.partition.verification.enable=false."""
+    with running_broker(tmp_path / "data", **{"transaction.partition.verification.enable": "false"}) as broker:
+        yield broker
+
+
+@pytest.fixture
 def client(kafka_broker):
     kafka_broker.broker.create_topic(TOPIC, 1)
     raw = RawClient(kafka_broker.bootstrap_servers)
@@ -33,8 +42,8 @@ def _now() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _produce(client: RawClient, batch: bytes) -> int:
-    response = client.call(PRODUCE, 9, P(acks=-1, timeout_ms=5000, topic_data=[
+def _produce(client: RawClient, batch: bytes, transactional_id: str | None = None) -> int:
+    response = client.call(PRODUCE, 9, P(acks=-1, timeout_ms=5000, transactional_id=transactional_id, topic_data=[
         P.TopicProduceData(name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
     partition = response.responses[0].partition_responses[0]
     assert partition.error_code == 0
@@ -47,7 +56,8 @@ def _plain(client: RawClient, timestamp: int | None = None) -> int:
 
 def _transactional(client: RawClient, sequence: int, timestamp: int | None = None) -> int:
     return _produce(client, build_batch([Record(0, timestamp or _now(), None, b"in-txn", ())], producer_id=PID,
-                                        producer_epoch=0, base_sequence=sequence, is_transactional=True))
+                                        producer_epoch=0, base_sequence=sequence, is_transactional=True),
+                    transactional_id="read-committed")
 
 
 def _marker(kafka_broker, commit: bool) -> None:

@@ -308,11 +308,22 @@ def test_list_transactions_with_a_pattern_re2_refuses_is_invalid_regular_express
         (ErrorCode.INVALID_REGULAR_EXPRESSION, [], [])
 
 
-def test_write_txn_markers_ends_a_hanging_transaction_on_the_partition_leader(kafka_broker, client) -> None:
+def test_write_txn_markers_ends_a_hanging_transaction_on_the_partition_leader(tmp_path: Path) -> None:
     """What `kafka-transactions abort` does: the marker goes straight to the partition's leader."""
     pid, epoch = 4242, 3
-    # no transactional id on the request: the partition takes it unverified, as Kafka does, and it hangs
-    assert _produce(client, pid, epoch, 0, [b"hanging"], transactional_id=None) == 0
+    # with verification off the partition takes a transactional batch without asking the coordinator, as Kafka
+    # does; the coordinator never heard of it, so it hangs
+    with running_broker(tmp_path / "data", **{"transaction.partition.verification.enable": "false"}) as kafka_broker:
+        kafka_broker.broker.create_topic(TOPIC, 2)
+        client = RawClient(kafka_broker.bootstrap_servers)
+        try:
+            _hanging_transaction_aborted_by_a_marker(kafka_broker, client, pid, epoch)
+        finally:
+            client.close()
+
+
+def _hanging_transaction_aborted_by_a_marker(kafka_broker, client: RawClient, pid: int, epoch: int) -> None:
+    assert _produce(client, pid, epoch, 0, [b"hanging"], transactional_id="unknown-to-the-coordinator") == 0
     plog = kafka_broker.broker.partition_log(TOPIC, 0)
     assert plog.last_stable_offset == 0
     W = messages.WriteTxnMarkersRequest
