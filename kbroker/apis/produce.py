@@ -138,11 +138,11 @@ def _invalid_partitions(broker: Broker, request, version: int) -> dict[tuple[str
     for topic_data in request.topic_data:
         name = _topic_name(broker, topic_data, version)
         for partition in topic_data.partition_data:
-            if name is None or broker.replicas.lookup(name, partition.index) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            error = _records_refusal(version, partition.records)  # header bytes only: cheap for every partition
+            if error is None or name is None \
+                    or broker.replicas.lookup(name, partition.index) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue  # Kafka answers a partition it does not know before looking at its records
-            error = _records_refusal(version, partition.records)
-            if error is not None:
-                refused[(name, partition.index)] = _partition_response(partition.index, error)
+            refused[(name, partition.index)] = _partition_response(partition.index, error)
     return refused
 
 
