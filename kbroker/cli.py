@@ -1,11 +1,14 @@
 """`kbroker serve`: the broker from the command line, configured with Kafka's property names; `kbroker cluster`:
-several of them on this machine (kbroker/local_cluster.py)."""
+several of them on this machine (kbroker/local_cluster.py). Every other verb (`kbroker topics`, `kbroker consume`,
+...) lives in its own module of kbroker/commands/, which adds its parser through `register(subparsers)`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
+import pkgutil
 import sys
 import traceback
 from pathlib import Path
@@ -100,6 +103,14 @@ def _raise_open_file_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def _register_commands(commands: argparse._SubParsersAction) -> None:
+    """Each module of kbroker/commands adds its own verb, so a verb is found by its file name."""
+    import kbroker.commands
+
+    for module in sorted(pkgutil.iter_modules(kbroker.commands.__path__), key=lambda m: m.name):
+        importlib.import_module(f"kbroker.commands.{module.name}").register(commands)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka broker in Python.")
     parser.add_argument("--log-level", default="INFO")
@@ -124,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                          help="a property for every broker")
     cluster.set_defaults(run=_cluster)
+    _register_commands(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.run(args)
