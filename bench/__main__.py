@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DOCS = REPO / "docs" / "performance.md"
 ORDER = ["limits", "wire", "produce", "perftest", "consume", "latency", "scale", "recovery", "groups", "transactions",
-         "cluster", "cluster_transactions"]
+         "cluster", "cluster_transactions", "metrics_overhead", "faults_overhead", "console_overhead"]
 DEFAULT_BUDGET = (90, 1800)  # seconds (quick, full) for a suite that does not say
 GRACE_S = 30  # past its budget a suite gets this long to wind down before it is interrupted
 

@@ -33,7 +33,7 @@ PROPERTY = "compat_matrix"  # user property carrying (client, scenarios) from a 
 UNCLASSIFIED = "(unclassified)"
 
 CLIENT_ORDER = ("confluent-kafka", "kafka-python", "aiokafka", "java", "kcat", "kafkajs", "pyspark", "kafka-tools",
-                "kafka-streams")
+                "kafka-streams", "kbroker-cli")
 SCENARIO_ORDER = (
     "Metadata and broker discovery",
     "Produce and consume: keys, null keys, null values",
@@ -94,6 +94,10 @@ SCENARIO_ORDER = (
     "Error: invalid topic name",
     "Error: topic already exists",
     "Error: invalid replication factor",
+    "CLI: topics",
+    "CLI: produce and consume",
+    "CLI: consumer groups",
+    "CLI: configs",
 )
 
 # A test's phases (setup, call, teardown) rank by severity: the worst one is the test's outcome.

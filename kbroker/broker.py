@@ -121,6 +121,10 @@ class FetchWaiters:
                 if not future.done():
                     future.set_result(None)
 
+    def watched(self) -> int:
+        """Kafka's fetch PurgatorySize: fetches still waiting, counted once per partition they watch."""
+        return sum(1 for waiting in self._by_partition.values() for future in waiting if not future.done())
+
     def wake_all(self) -> None:
         """Shutdown: every parked fetch answers now."""
         for topic, partition in list(self._by_partition):
@@ -175,6 +179,8 @@ class Broker:
         # ids from the clock (shifted) so a restarted broker never hands out an id it gave before
         self.next_producer_id = now_ms() << 8
         self.closing = False
+        self.faults = None  # kbroker.faults.Faults while a test injects faults or records requests
+        self.metrics = None  # kbroker.metrics.BrokerMetrics while prometheus.port is set
         # what Metadata hands out; the runner fills in the real port when listening on port 0
         self.advertised_listener = config.advertised_listeners[0]
         self._coordinator = None  # kbroker.coordinator.Coordinator, built on first use

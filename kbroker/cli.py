@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging
+import os
 import pkgutil
 import sys
 import traceback
 from pathlib import Path
 
 from kbroker import config as broker_config
+from kbroker import logs
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -31,6 +32,11 @@ def _serve(args: argparse.Namespace) -> int:
         print("kbroker: --event-loop uvloop needs uvloop: pip install 'kbroker[fast]'", file=sys.stderr)
         return 2
     try:
+        console = _start_console(config, args.console_port) if args.console_port is not None else None
+    except OSError as error:
+        print(f"kbroker: cannot serve the console on port {args.console_port}: {error}", file=sys.stderr)
+        return 2
+    try:
         if uvloop is not None:
             uvloop.run(serve_forever(config))
         else:
@@ -42,7 +48,22 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     except BrokerHalted:
         return 1  # as Kafka's Exit.halt(1); the log says which dirs failed
+    finally:
+        if console is not None:
+            console.close()
     return 0
+
+
+def _start_console(config: broker_config.BrokerConfig, port: int):
+    """The web console (kbroker/console) in a background thread, a client of this broker's first listener
+    through the Kafka protocol like any other: it never reaches into the broker."""
+    from kbroker.console import start_console
+
+    listener = config.listeners[0]
+    host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    console = start_console(f"{host}:{listener.port}", "127.0.0.1", port)
+    print(f"kbroker: console on {console.url}", file=sys.stderr, flush=True)
+    return console
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -108,12 +129,17 @@ def _register_commands(commands: argparse._SubParsersAction) -> None:
     import kbroker.commands
 
     for module in sorted(pkgutil.iter_modules(kbroker.commands.__path__), key=lambda m: m.name):
+        if module.name.startswith("_"):
+            continue  # a helper module (kbroker/commands/_common.py), not a verb
         importlib.import_module(f"kbroker.commands.{module.name}").register(commands)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka broker in Python.")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", metavar="LEVEL[,LOGGER=LEVEL...]",
+                        help="INFO by default; e.g. INFO,kbroker.request=DEBUG logs every request (docs/logging.md)")
+    parser.add_argument("--log-format", choices=logs.FORMATS, default=os.environ.get("KBROKER_LOG_FORMAT", "text"),
+                        help="text (Kafka's layout, default) or json (one object per line); env KBROKER_LOG_FORMAT")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a broker (single node on 127.0.0.1:9092 by default)")
     serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
@@ -122,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                        help="auto (default): uvloop when installed (kbroker[fast]), else asyncio; both send "
                             "fetched records with sendfile, zero-copy")
+    serve.add_argument("--console-port", type=int, metavar="PORT",
+                       help="also serve the web console (docs/console.md) on 127.0.0.1:PORT; off by default")
     serve.set_defaults(run=_serve)
     cluster = commands.add_parser("cluster", help="run N brokers and a ZooKeeper-mode cluster on this machine")
     cluster.add_argument("--brokers", type=int, default=3, help="how many brokers (broker.id 1..N); default 3")
@@ -137,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     cluster.set_defaults(run=_cluster)
     _register_commands(commands)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        logs.configure(args.log_level, args.log_format)
+    except ValueError as error:
+        parser.error(f"{error}")
     return args.run(args)
 
 

@@ -190,6 +190,12 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("max.connections.per.ip", _parse_int, 2_147_483_647, _at_least(0), ">= 0"),
 )}
 
+# kbroker's own settings, not Kafka's: read like the above, but DescribeConfigs never reports them
+KBROKER_PROPERTIES: dict[str, Property] = {p.name: p for p in (
+    Property("prometheus.port", _parse_int, None, lambda port: 0 <= port <= 65535, "a port number (0: any free one)"),
+    Property("prometheus.host", _parse_str, None),  # None: the first listener's host, else 127.0.0.1
+)}
+
 # Properties whose Kafka ConfigDef type is LONG; the other integers are INT. DescribeConfigs
 # reports the type (v3+), and clients such as kafka-configs use it to format values.
 LONG_PROPERTIES = frozenset({
@@ -382,12 +388,16 @@ def _check_replication(values: Mapping[str, object]) -> None:
         raise ConfigError("broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id")
 
 
+# kbroker's own properties that Kafka has not: read from BrokerConfig.raw, never reported by DescribeConfigs
+KBROKER_ONLY = frozenset({"kbroker.faults.port"})  # the fault injection endpoint (docs/testing.md)
+
+
 def build(raw: Mapping[str, str], warn_unknown: bool = True) -> BrokerConfig:
-    values = {name: prop.default for name, prop in PROPERTIES.items()}
+    values = {name: prop.default for name, prop in (*PROPERTIES.items(), *KBROKER_PROPERTIES.items())}
     for key, text in raw.items():
-        prop = PROPERTIES.get(key)
+        prop = PROPERTIES.get(key) or KBROKER_PROPERTIES.get(key)
         if prop is None:
-            if warn_unknown:
+            if warn_unknown and key not in KBROKER_ONLY:
                 log.warning("ignoring unknown configuration %s", key)
             continue
         try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
 from kbroker.log.cleaner import CleanerConfig
+from kbroker.metrics import BrokerMetrics, MetricsEndpoint, endpoint_address
 from kbroker.net.quotas import ConnectionQuotas
 from kbroker.net.server import Server
 
@@ -49,6 +50,9 @@ class RunningBroker:
         self.halted = False  # set when the log dirs' failure stopped the broker (see halt)
         self._halt_done = asyncio.Event()
         self.member = None  # kbroker.cluster.member.ClusterMember with zookeeper.connect, else None
+        self.metrics_endpoint: MetricsEndpoint | None = None  # /metrics, with prometheus.port
+        self.faults = None  # kbroker.faults.Faults once listening: what tests inject (nothing unless asked)
+        self._faults_admin: asyncio.Server | None = None  # its HTTP endpoint, with kbroker.faults.port
 
     @property
     def port(self) -> int:
@@ -96,6 +100,7 @@ class RunningBroker:
         await self.broker.transactions.start()
         if before_listening is not None:
             before_listening()
+        await self._start_metrics()
         quotas = ConnectionQuotas(lambda: self.broker.config)
         self.broker.config_observers.append(lambda old, new: quotas.reconfigured())
         for listener in self.config.listeners:
@@ -106,13 +111,38 @@ class RunningBroker:
         if advertised.port == 0:
             advertised = dataclasses.replace(advertised, port=self.servers[0].port)
         self.broker.advertised_listener = advertised
+        await self._offer_faults()
         if self.member is not None:
             await self._join_cluster()
         self._retention = asyncio.create_task(self._housekeeping())
         if self.config["log.cleaner.enable"]:
             self.broker.logs.start_cleaner(CleanerConfig.from_properties(self.broker.config))
             self.broker.config_observers.append(self._reconfigure_cleaner)
-        log.info("kbroker %d listening on %s", self.broker.node_id, self.bootstrap_servers)
+        log.info("[KafkaServer id=%d] started, listening on %s", self.broker.node_id, self.bootstrap_servers,
+                 extra={"broker_id": self.broker.node_id})
+
+    async def _offer_faults(self) -> None:
+        """The fault injection controls (kbroker.faults); the HTTP endpoint only with kbroker.faults.port."""
+        from kbroker.faults import Faults, serve_admin
+
+        self.faults = Faults(self.broker, self.servers, asyncio.get_running_loop())
+        port = self.config.raw.get("kbroker.faults.port")
+        if port not in (None, ""):
+            self._faults_admin = await serve_admin(self.faults, int(port))
+
+    async def _start_metrics(self) -> None:
+        """With prometheus.port: count events from the first request on, and serve /metrics."""
+        address = endpoint_address(self.config)
+        if address is not None:
+            self.broker.metrics = BrokerMetrics(self)
+            self.metrics_endpoint = MetricsEndpoint(self.broker.metrics, *address)
+            await self.metrics_endpoint.start()
+
+    async def _stop_metrics(self) -> None:
+        endpoint, self.metrics_endpoint = self.metrics_endpoint, None
+        if endpoint is not None:
+            await endpoint.stop()
+            endpoint.metrics.close()
 
     async def _join_cluster(self) -> None:
         """Register in ZooKeeper once listening, then start the controller (Kafka's KafkaServer order)."""
@@ -185,6 +215,7 @@ class RunningBroker:
             await asyncio.sleep(0)  # each aborted connection leaves its server
             for server in self.servers:
                 await server.stop()
+            await self._stop_metrics()
             if self.member is not None:  # no controlled shutdown: the session ends, the registration goes
                 member, self.member = self.member, None
                 await member.stop()
@@ -201,6 +232,7 @@ class RunningBroker:
             await self._halt_done.wait()
             return
         if self.broker is None:
+            await self._stop_metrics()
             if self.member is not None:  # the start failed after joining ZooKeeper
                 member, self.member = self.member, None
                 await member.stop()
@@ -210,8 +242,13 @@ class RunningBroker:
             if self.halted:  # the log dirs failed meanwhile: the halt has stopped everything
                 await self._halt_done.wait()
                 return
+        node_id = self.broker.node_id
         self._stopping = True
         self.broker.closing = True
+        if self.faults is not None:  # a hung request must not hold the shutdown
+            self.faults.clear()
+        if self._faults_admin is not None:
+            self._faults_admin.close()
         self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now
         if self.broker._coordinator is not None:
             self.broker._coordinator.close()  # answer parked JoinGroup/SyncGroup requests now
@@ -222,6 +259,7 @@ class RunningBroker:
         self.broker.logs.stop_cleaner()
         for server in self.servers:
             await server.stop()
+        await self._stop_metrics()
         try:
             if self.member is not None:
                 member, self.member = self.member, None
@@ -231,7 +269,7 @@ class RunningBroker:
             self.broker.flush_deferred_appends()  # nothing should be left: every connection flushed its own
             self.broker.close()
             self.broker = None
-        log.info("shut down completed")  # Kafka's words
+        log.info("[KafkaServer id=%d] shut down completed", node_id, extra={"broker_id": node_id})  # Kafka's words
 
 
 async def serve_forever(config: BrokerConfig) -> None:
@@ -256,7 +294,7 @@ async def serve_forever(config: BrokerConfig) -> None:
         halted.cancel()
         stopped.cancel()
         if not running.halted:
-            log.info("shutting down")
+            log.info("[KafkaServer id=%d] shutting down", config.broker_id, extra={"broker_id": config.broker_id})
         await running.stop()
     if running.halted:
         raise BrokerHalted("the broker halted because its log dirs failed")

@@ -47,6 +47,11 @@ class BrokerThread:
         return self.running.broker
 
     @property
+    def faults(self):
+        """Fault injection and recording (kbroker.faults.Faults): `with broker.faults.inject(...) as fault:`."""
+        return self.running.faults
+
+    @property
     def halted(self) -> bool:
         """Whether the broker stopped serving because its log dirs failed (the test process goes on)."""
         return self.running.halted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbroker.config import PROPERTIES
+from kbroker.config import KBROKER_PROPERTIES, PROPERTIES
 from kbroker.dynamic_config import SPECS
 from kbroker.kafka_broker_configs import KAFKA_VERSION
 from kbroker.topic_configs import TOPIC_CONFIGS
@@ -102,6 +102,21 @@ not configured"): Kafka stores them encrypted with that secret, which kbroker do
 takes them from server.properties only.
 """
 
+OWN = """
+## kbroker's own properties
+
+Not Kafka's: read like the above (file or `--override`), never reported by DescribeConfigs.
+
+| property | default | notes |
+|---|---|---|
+"""
+OWN_NOTES = {
+    "prometheus.port": "set it to serve Prometheus metrics at `http://<prometheus.host>:<port>/metrics` "
+                       "(docs/metrics.md); unset, nothing is counted; 0 picks a free port",
+    "prometheus.host": "the address `/metrics` listens on; unset: the first listener's host, or 127.0.0.1 "
+                       "when that is empty",
+}
+
 STATE = """
 ## Where state lives
 
@@ -128,7 +143,12 @@ def render() -> str:
               "Set through CreateTopics or the config APIs under Kafka's topic-level names; each falls "
               "back to a broker property.", "", "| topic config | default from |", "|---|---|"]
     lines += [f"| `{name}` | `{c.broker_synonym}` |" for name, c in TOPIC_CONFIGS.items()]
-    return "\n".join(lines) + "\n" + dynamic() + STATE
+    return "\n".join(lines) + "\n" + dynamic() + own() + STATE
+
+
+def own() -> str:
+    rows = [f"| `{name}` | `{prop.default}` | {OWN_NOTES.get(name, '')} |" for name, prop in KBROKER_PROPERTIES.items()]
+    return OWN + "\n".join(rows) + "\n"
 
 
 def dynamic() -> str:

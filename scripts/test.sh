@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(kcat)   # zookeeper for the cluster tests comes from Maven (the jar Kafka 3.9 depends on)
+APT_PACKAGES=(kcat chromium)   # zookeeper for the cluster tests comes from Maven (the jar Kafka 3.9 depends on)
 command -v javac >/dev/null 2>&1 || APT_PACKAGES+=(openjdk-17-jdk-headless)   # Java harnesses, Kafka, Spark
 command -v mvn >/dev/null 2>&1 || APT_PACKAGES+=(maven)                       # compat-tests/java/pom.xml
 command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)                 # compat-tests/node/kafkajs_driver.js

@@ -260,6 +260,12 @@ def _open_session(broker: Broker, request, version: int) -> tuple[FetchSession |
     return session, list(session.partitions.values()), ErrorCode.NONE
 
 
+def _count_bytes_out(metrics, report: list) -> None:
+    for wanted, data in report:
+        if data.records:
+            metrics.fetched(wanted.name, len(data.records))
+
+
 @handles(1)
 async def fetch(broker: Broker, header, request):
     version = header.request_api_version
@@ -277,6 +283,8 @@ async def fetch(broker: Broker, header, request):
         remaining = deadline - now_ms()
         # as Kafka's ReplicaManager: an error in any partition is answered at once, not after max_wait_ms
         if found >= request.min_bytes or failed or remaining <= 0 or broker.closing:
+            if found and replica_id < 0 and broker.metrics is not None:  # Kafka counts followers' bytes apart
+                _count_bytes_out(broker.metrics, report)
             return Response(throttle_time_ms=0, error_code=0, session_id=session_id,
                             responses=_response_topics(report, version))
         # nothing runs between the read above and parking here (one event loop), so no append is missed

@@ -83,6 +83,8 @@ def _append(broker: Broker, topic_name: str, partition, now: int, acks: int):
         # its dir failed on another thread (the flusher) since the log was looked up
         return _partition_response(partition.index, broker.partition_error(topic_name, partition.index)), None
     broker.notify_appended(topic_name, partition.index)  # followers and long-polling fetches
+    if broker.metrics is not None and not info.duplicate:
+        broker.metrics.produced(topic_name, info.record_count, len(records))
     return (_partition_response(partition.index, ErrorCode.NONE, info.first_offset, info.log_append_time,
                                 info.log_start_offset), info.last_offset + 1)
 

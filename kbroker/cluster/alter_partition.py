@@ -142,7 +142,7 @@ class AlterPartitionManager:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            log.info("AlterPartition failed, will retry: %s", error)
+            log.debug("AlterPartition failed, will retry: %s", error)  # every retry: a line each would flood the log
             return batch
         if answer.error_code:
             log.info("AlterPartition refused: %s", ErrorCode(answer.error_code).name)
@@ -158,9 +158,7 @@ class AlterPartitionManager:
                 if p.error_code == ErrorCode.NONE:
                     confirmed = LeaderAndIsr(p.leader_id, p.leader_epoch, tuple(p.isr), p.leader_recovery_state,
                                              p.partition_epoch)
-                    partition.isr_change_confirmed(proposed, confirmed)
-                    log.info("ISR of %s-%d is now %s (partition epoch %d)", key[0], key[1], list(confirmed.isr),
-                             confirmed.partition_epoch)
+                    partition.isr_change_confirmed(proposed, confirmed)  # it logs "ISR updated to ..."
                 elif partition.isr_change_failed(proposed, ErrorCode(p.error_code)):
                     retry[key] = batch[key]
         return retry

@@ -432,8 +432,9 @@ class KafkaController:
             if epoch is None:
                 raise ControllerMovedError("another broker was elected controller")
             self.active_controller_id = self.broker_id
-            log.info("broker %d elected controller at epoch %d (epoch zk version %d)", self.broker_id, epoch.epoch,
-                     epoch.zk_version)
+            log.info("[Controller id=%d] %d successfully elected as the controller. Epoch incremented to %d and "
+                     "epoch zk version is now %d", self.broker_id, self.broker_id, epoch.epoch, epoch.zk_version,
+                     extra={"broker_id": self.broker_id, "epoch": epoch.epoch})
             self._on_failover(epoch.epoch, epoch.zk_version)
         except ControllerMovedError:
             self._maybe_resign()
@@ -485,7 +486,7 @@ class KafkaController:
             self.core.context.reset()
         self.core = None
         self._rebalance_queued = False
-        log.info("broker %d resigned as controller", self.broker_id)
+        log.info("[Controller id=%d] Resigning", self.broker_id, extra={"broker_id": self.broker_id})
 
     def _on_failover(self, epoch: int, epoch_zk_version: int) -> None:
         """Kafka's onControllerFailover: features, watches, the context from ZooKeeper, then the state machines."""

@@ -30,6 +30,7 @@ The rules, from Kafka's Partition and Replica (ZooKeeper mode):
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from kbroker.log.file_slice import FileSlice
 from kbroker.log.partition_log import AppendInfo, PartitionLog
 from kbroker.log.transaction_index import AbortedTxn
 from wire.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
 
 NO_EPOCH = -1            # a request's current_leader_epoch / last_fetched_epoch when it makes no claim
 EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch while the controller deletes the topic
@@ -55,6 +58,11 @@ _RESET_TO_COMMITTED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.IN
 _AWAIT_METADATA = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
                              ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
                              ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED})
+
+
+def _ids(broker_ids) -> str:
+    """An ISR as Kafka's log lines write it: 1,2,3."""
+    return ",".join(str(b) for b in sorted(broker_ids))
 
 
 def now_ms() -> int:
@@ -156,6 +164,7 @@ class Partition:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.propose_isr = propose_isr  # the AlterPartition hook; None: no controller to tell
         self.on_high_watermark: Callable[[Partition], object] | None = None  # set by the replica manager
+        self.on_isr_committed: Callable[[frozenset[int], frozenset[int]], object] | None = None  # (before, after)
         self.clock = clock
         self.role = Role.NONE
         self.leader_id = -1
@@ -168,6 +177,15 @@ class Partition:
         self.pending_isr: PendingIsr | None = None
         self.epoch_start_offset: int | None = None  # where this leader's epoch began (leader only)
         self.followers: dict[int, FollowerState] = {}
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    def _fields(self, leader_epoch: int) -> dict[str, object]:
+        """The `extra=` fields of this partition's log lines (kbroker.logs' JSON output shows them)."""
+        return {"topic": self.topic, "partition": self.index, "broker_id": self.local_broker_id,
+                "leader": self.leader_id, "isr": sorted(self.isr), "epoch": leader_epoch}
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, {self.role.value}, leader={self.leader_id}, "
@@ -234,6 +252,10 @@ class Partition:
             leader_log.maybe_assign_epoch_start_offset(state.leader_epoch, start)
             for follower in self.followers.values():
                 follower.reset(now, start, not was_leader, follower.broker_id in self.isr)
+            logger.info("[Partition %s broker=%d] %s starts at leader epoch %d from offset %d with partition epoch %d, "
+                     "high watermark %d, ISR [%s]. Previous leader epoch was %d.", self.name, self.local_broker_id,
+                     self.name, state.leader_epoch, start, state.partition_epoch, leader_log.high_watermark,
+                     _ids(state.isr), self.leader_epoch, extra=self._fields(state.leader_epoch))
             self.leader_epoch = state.leader_epoch
             self.epoch_start_offset = start
         self.partition_epoch = state.partition_epoch
@@ -252,6 +274,13 @@ class Partition:
             self.log = log
         self.controller_epoch = controller_epoch
         new_epoch = state.leader_epoch > self.leader_epoch
+        if new_epoch:
+            logger.info("[Partition %s broker=%d] Follower %s starts at leader epoch %d from offset %d with partition "
+                     "epoch %d and high watermark %d. Current leader is %d. Previous leader %d and previous leader "
+                     "epoch was %d.", self.name, self.local_broker_id, self.name, state.leader_epoch,
+                     self.log.log_end_offset if self.log else -1, state.partition_epoch,
+                     self.log.high_watermark if self.log else -1, state.leader, self.leader_id, self.leader_epoch,
+                     extra={**self._fields(state.leader_epoch), "leader": state.leader})
         self.role, self.leader_id = Role.FOLLOWER, state.leader
         self.leader_epoch = state.leader_epoch
         self.epoch_start_offset = None
@@ -453,12 +482,22 @@ class Partition:
         """Propose `replica_id` for the ISR if it may join; the proposal, or None."""
         if self.pending_isr is not None or replica_id not in self.expand_candidates():
             return None
+        logger.info("[Partition %s broker=%d] Expanding ISR from %s to %s", self.name, self.local_broker_id,
+                 _ids(self.isr), _ids(self.isr | {replica_id}), extra=self._fields(self.leader_epoch))
         return self._propose(self.isr | {replica_id})
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> LeaderAndIsr | None:
         """Propose dropping the followers that fell behind (Kafka runs this every lag.time.max / 2)."""
         out = self.shrink_candidates(now_ms)
-        return self._propose(self.isr - out) if out else None
+        if not out:
+            return None
+        leader_log = self._log()
+        ends = {r: self.followers[r].log_end_offset if r in self.followers else -1 for r in sorted(out)}
+        lagging = " ".join(f"(brokerId: {r}, endOffset: {end})" for r, end in ends.items())
+        logger.info("[Partition %s broker=%d] Shrinking ISR from %s to %s. Leader: (highWatermark: %d, endOffset: %d). "
+                 "Out of sync replicas: %s.", self.name, self.local_broker_id, _ids(self.isr), _ids(self.isr - out),
+                 leader_log.high_watermark, leader_log.log_end_offset, lagging, extra=self._fields(self.leader_epoch))
+        return self._propose(self.isr - out)
 
     def _propose(self, isr: frozenset[int]) -> LeaderAndIsr:
         proposed = LeaderAndIsr(self.local_broker_id, self.leader_epoch, tuple(sorted(isr)),
@@ -475,10 +514,14 @@ class Partition:
             return False  # a LeaderAndIsr replaced the state since: this answer is out of date
         if confirmed.leader_epoch != self.leader_epoch or confirmed.partition_epoch < self.partition_epoch:
             return False  # stale: stay pending until new metadata arrives
-        self.isr = frozenset(confirmed.isr)
+        before, self.isr = self.isr, frozenset(confirmed.isr)
+        if self.on_isr_committed is not None:
+            self.on_isr_committed(before, self.isr)
         self.partition_epoch = confirmed.partition_epoch
         self.leader_recovery_state = confirmed.leader_recovery_state
         self.pending_isr = None
+        logger.info("[Partition %s broker=%d] ISR updated to %s and version updated to %d", self.name,
+                 self.local_broker_id, _ids(self.isr), self.partition_epoch, extra=self._fields(self.leader_epoch))
         return self.maybe_increment_high_watermark()
 
     def isr_change_failed(self, proposed: LeaderAndIsr, error: ErrorCode) -> bool:

@@ -109,6 +109,10 @@ class ProducePurgatory:
         """How many produces wait on `key`."""
         return len(self._watchers.get(key, ()))
 
+    def size(self) -> int:
+        """Kafka's produce PurgatorySize: waiting produces counted once per partition they watch."""
+        return sum(len(waiting) for waiting in self._watchers.values())
+
 
 class ReplicaManager:
     """The partitions this broker hosts; see the module docstring."""
@@ -130,6 +134,8 @@ class ReplicaManager:
         # told (topic, partition) when a HW moves or leadership changes: long-polling fetches wake on it
         self.on_high_watermark: Callable[[str, int], object] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.isr_shrinks = 0  # ISR changes the controller committed (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        self.isr_expands = 0
 
     # --- hosting ----------------------------------------------------------------------
 
@@ -157,6 +163,7 @@ class ReplicaManager:
                               replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                               propose_isr=self._propose_isr, clock=self.clock)
         partition.on_high_watermark = self._high_watermark_moved
+        partition.on_isr_committed = self._count_isr_change
         self._partitions[(topic, index)] = partition
         return partition
 
@@ -283,6 +290,12 @@ class ReplicaManager:
     def _propose_isr(self, partition: Partition, proposed: LeaderAndIsr) -> None:
         if self.propose_isr is not None:
             self.propose_isr(partition, proposed)
+
+    def _count_isr_change(self, before: frozenset[int], after: frozenset[int]) -> None:
+        if len(after) < len(before):
+            self.isr_shrinks += 1
+        elif len(after) > len(before):
+            self.isr_expands += 1
 
     def _high_watermark_moved(self, partition: Partition) -> None:
         self.purgatory.wake((partition.topic, partition.index), self.lookup)

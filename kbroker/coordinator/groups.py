@@ -666,6 +666,26 @@ class GroupCoordinator:
             self._reschedule_heartbeat(group, group.members[member_id])
         return error
 
+    def force_rebalance(self, group_id: str) -> bool:
+        """A test's fault (kbroker.faults): a classic group starts a rebalance now, as when a member joins; False
+        when it has no generation to leave (unknown, empty, dead or already rebalancing)."""
+        group = self.groups.get(group_id)
+        if group is None or group.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            return False
+        self._prepare_rebalance(group)
+        return True
+
+    def expire_sessions(self, group_id: str, member_id: str | None = None) -> list[str]:
+        """A test's fault (kbroker.faults): the session of `member_id` (every member when None) ends now, as if
+        its heartbeats had stopped; returns the members removed."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        expiring = [m for m in group.members.values() if member_id is None or m.member_id == member_id]
+        for member in expiring:
+            self._remove_member(group, member)
+        return [member.member_id for member in expiring]
+
     def _remove_member(self, group: Group, member: Member, rebalance: bool = True) -> None:
         group.members.pop(member.member_id, None)
         _cancel_session_timer(member)

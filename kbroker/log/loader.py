@@ -26,6 +26,7 @@ deleted and the `.swap` files renamed into place.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -45,10 +46,13 @@ from kbroker.log.segment import (
     TXN_INDEX_SUFFIX,
     LogSegment,
 )
+from kbroker.logs import partition_fields
 from wire.exceptions import DecodeError
 from wire.records import HEADER_SIZE, MIN_BATCH_LENGTH, read_batch_header
 
 __all__ = ["LoadedLog", "load_segments", "replay_producer_state", "segment_file_names"]
+
+log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _SEGMENT_FILE_ANY_STATE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.\w+)?$")
@@ -235,7 +239,11 @@ def _recover(
         unflushed = not had_clean_shutdown and (following is None or following.base_offset > recovery_point)
         if not (unflushed or segment.needs_recovery):
             continue
+        _log_recovery(segment, unflushed)
         truncated = segment.recover(producers.at(segments, i))
+        if truncated:
+            log.warning("[LogLoader %s] Truncated %d invalid bytes at the end of segment %d", _ident(segment),
+                        truncated, segment.base_offset, extra=_fields(segment))
         producers.recovered(i)
         truncated_total += truncated
         if truncated and unflushed and following is not None:
@@ -244,6 +252,26 @@ def _recover(
                 later.delete()
             return segments[: i + 1], truncated_total
     return segments, truncated_total
+
+
+def _log_recovery(segment: LogSegment, unflushed: bool) -> None:
+    if unflushed:
+        if segment.size == 0:
+            return  # nothing to read (e.g. a log just created): not worth a line
+        log.info("[LogLoader %s] Recovering unflushed segment %d", _ident(segment), segment.base_offset,
+                 extra=_fields(segment))
+    else:
+        log.warning("[LogLoader %s] Found a corrupted index file corresponding to log file %s, recovering segment "
+                    "and rebuilding index files...", _ident(segment), segment.log_path, extra=_fields(segment))
+
+
+def _ident(segment: LogSegment) -> str:
+    directory = segment.log_path.parent
+    return f"partition={directory.name}, dir={directory.parent}"
+
+
+def _fields(segment: LogSegment) -> dict[str, object]:
+    return {**partition_fields(segment.log_path.parent), "offset": segment.base_offset}
 
 
 def _snapshot_offsets(directory: Path) -> list[int]:

@@ -92,6 +92,14 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     return topic[: _MAX_NAME - len(suffix)] + suffix
 
 
+def _log_recovery_plan(log_dir: Path, clean: bool, logs: int) -> None:
+    """Kafka's line on opening a log dir: whether its logs are trusted or scanned."""
+    if clean:
+        logger.info("Skipping recovery of %d logs from %s since clean shutdown file was found", logs, log_dir)
+    else:
+        logger.info("Attempting recovery of %d logs from %s since no clean shutdown file was found", logs, log_dir)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -154,7 +162,9 @@ class LogManager:
             recovery_points, clean = {}, False  # recover everything rather than trust a bad file
         start_offsets = self._read_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_or_empty(log_dir / REPLICATION_OFFSET_CHECKPOINT)
-        for child in sorted(log_dir.iterdir()):
+        children = sorted(log_dir.iterdir())
+        _log_recovery_plan(log_dir, clean, sum(parse_partition_dir(c.name) is not None for c in children))
+        for child in children:
             if not child.is_dir():
                 continue
             if _DELETE_DIR.match(child.name):
@@ -336,6 +346,8 @@ class LogManager:
                 raise LogDirOfflineError(f"cannot create the log of {topic}-{partition} in {log_dir}: {error}") \
                     from error
             self._register(tp, log_dir, log)
+            logger.info("Created log for partition %s-%d in %s", topic, partition, log.dir,
+                        extra={"topic": topic, "partition": partition, "dir": str(log_dir)})
             return log
 
     def delete(self, topic: str, partition: int) -> bool:
@@ -359,6 +371,8 @@ class LogManager:
                 self._offline[tp] = log_dir  # still on that disk, for a restart to find
             return True
         shutil.rmtree(doomed, ignore_errors=True)
+        logger.info("Deleted log for partition %s-%d in %s.", topic, partition, doomed,
+                    extra={"topic": topic, "partition": partition, "dir": str(log_dir)})
         self._checkpoint_or_fail(log_dir)
         return True
 

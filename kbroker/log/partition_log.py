@@ -51,6 +51,7 @@ from kbroker.log.producer_state import BatchMetadata, ProducerStateManager
 from kbroker.log.record_validation import RecordRules
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.log.transaction_index import AbortedTxn
+from kbroker.logs import partition_fields
 from wire.exceptions import RecordLayoutError
 from wire.records import (
     CREATE_TIME,
@@ -142,6 +143,10 @@ def _check_client_batch(header: BatchHeader) -> None:
         raise InvalidRecordError("clients may not write control batches")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
+
+
+# told the seconds each flush() took (kbroker.metrics, while on); process-wide like Kafka's LogFlushStats
+FLUSH_OBSERVERS: list[Callable[[float], object]] = []
 
 
 def _now_ms() -> int:
@@ -474,6 +479,7 @@ class PartitionLog:
         before it are fsynced by a one-off background task (`flush_segments_below`), not here:
         the recovery point moves up to the new base offset once that task is done."""
         self._check_open()
+        started = time.perf_counter()
         now = _now_ms() if now_ms is None else now_ms
         active = self.active_segment
         if active.base_offset == self._leo:
@@ -488,7 +494,15 @@ class PartitionLog:
         self._producers.update_map_end_offset(segment.base_offset)
         snapshot = self._producers.take_snapshot(sync=False)  # fsynced by the background flush
         self._schedule_flush(segment.base_offset, snapshot, now)
+        log.info("[LocalLog %s] Rolled new log segment at offset %d in %d ms.", self._log_ident,
+                 segment.base_offset, (time.perf_counter() - started) * 1000,
+                 extra={**partition_fields(self.dir), "offset": segment.base_offset})
         return segment
+
+    @property
+    def _log_ident(self) -> str:
+        """"partition=t-0, dir=/var/kafka-logs", as Kafka's log lines name a partition's log."""
+        return f"partition={self.dir.name}, dir={self.dir.parent}"
 
     def _schedule_flush(self, offset: int, snapshot: Path | None, now_ms: int) -> None:
         """Kafka's scheduleOnce("flush-log"); a log without a flusher (or whose flusher has shut
@@ -596,7 +610,10 @@ class PartitionLog:
     def flush(self, now_ms: int | None = None) -> None:
         """fsync everything appended so far; the recovery point becomes the log end offset."""
         self._check_open()
+        started = time.perf_counter()
         self._flush_upto(self._leo, _now_ms() if now_ms is None else now_ms)
+        for observe in FLUSH_OBSERVERS:
+            observe(time.perf_counter() - started)
 
     def _flush_upto(self, offset: int, now_ms: int) -> None:
         first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
@@ -782,13 +799,16 @@ class PartitionLog:
 
     def _delete_log_start_breached(self, now_ms: int) -> int:
         lso = self._log_start_offset
-        return self._delete_old_segments(lambda _s, nxt: nxt is not None and nxt.base_offset <= lso, now_ms)
+        return self._delete_old_segments(lambda _s, nxt: nxt is not None and nxt.base_offset <= lso, now_ms,
+                                         f"log start offset {lso} breach")
 
     def _delete_retention_ms_breached(self, now_ms: int) -> int:
         retention_ms = self.config.retention_ms
         if retention_ms < 0:
             return 0
-        return self._delete_old_segments(lambda s, _n: now_ms - s.largest_timestamp > retention_ms, now_ms)
+        return self._delete_old_segments(
+            lambda s, _n: now_ms - s.largest_timestamp > retention_ms, now_ms,
+            f"log retention time {retention_ms}ms breach based on the largest record timestamp in the segment")
 
     def _delete_retention_size_breached(self, now_ms: int) -> int:
         retention_bytes = self.config.retention_bytes
@@ -804,10 +824,10 @@ class PartitionLog:
             excess -= segment.size
             return True
 
-        return self._delete_old_segments(over, now_ms)
+        return self._delete_old_segments(over, now_ms, f"log retention size {retention_bytes} breach")
 
     def _delete_old_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int, reason: str
     ) -> int:
         """Delete the leading run of segments matching `predicate` and below the HW.
 
@@ -827,6 +847,10 @@ class PartitionLog:
             return 0
         if len(deletable) == len(self._segments):
             self.roll(now_ms)
+        for segment in deletable:
+            log.info("[UnifiedLog %s] Deleting segment LogSegment(baseOffset=%d, size=%d, largestRecordTimestamp=%d)"
+                     " due to %s", self._log_ident, segment.base_offset, segment.size, segment.largest_timestamp,
+                     reason, extra={**partition_fields(self.dir), "offset": segment.base_offset})
         self._remove_segments(deletable, now_ms)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
         return len(deletable)
@@ -922,6 +946,8 @@ class PartitionLog:
         if reload_from_clean_shutdown and state.latest_snapshot_offset is None:
             state.truncate_fully_and_start_at(self._leo)
         else:
+            log.info("[UnifiedLog %s] Loading producer state till offset %d", self._log_ident, self._leo,
+                     extra={**partition_fields(self.dir), "offset": self._leo})
             state.truncate_and_reload(self._log_start_offset, self._leo, now_ms)
             start = max(state.map_end_offset, self._log_start_offset)
             if start < self._leo:

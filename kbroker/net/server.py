@@ -38,10 +38,12 @@ import os
 import socket
 import struct
 from collections.abc import Coroutine
+from time import perf_counter
 from typing import Any
 
 from kbroker.apis.dispatch import MalformedRequest, ResponseFrame, disabled_for, dispatch
 from kbroker.apis.registry import client_host
+from kbroker.faults import current_connection, linger_zero
 from kbroker.log.file_slice import FileSlice
 from kbroker.net.quotas import ConnectionQuotas, TooManyConnections
 
@@ -118,6 +120,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._closed = False
         self._idle: asyncio.Future | None = None    # set by shut_down, resolved when nothing is in flight
+        self._metrics = self.broker.metrics          # kbroker.metrics.BrokerMetrics, or None: nothing is timed
+        self._arrivals: collections.deque[float] = collections.deque()  # with metrics: when each frame was whole
+        self._unwritten: list = []  # with metrics: the RequestTiming of each answer in _out
 
     # --- asyncio.Protocol -----------------------------------------------------------------
 
@@ -248,23 +253,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _queue_frame(self, frame: bytes | bytearray, start: int) -> None:
         self._frames.append((frame, start))
         self._queued_bytes += len(frame)
+        if self._metrics is not None:
+            self._arrivals.append(perf_counter())
 
     # --- running handlers -----------------------------------------------------------------
 
     def _run(self) -> None:
         """Handle queued frames in order until one has to wait; then send what is ready."""
         client_host.set(self.client_host)  # handlers run in this context (and tasks copy it)
+        current_connection.set(self)  # for a fault that resets the connection (kbroker.faults)
         while self._frames and self._waiting is None and not self._writing_paused and not self._closed:
             frame, start = self._frames[0]
             if self._parked and (len(self._parked) >= MAX_PARKED or _api_key(frame, start) != PRODUCE):
                 break  # answered in order: it waits for the produces parked ahead of it
             self._frames.popleft()
             self._queued_bytes -= len(frame)
+            timing = None if self._metrics is None else \
+                self._metrics.request_started(_api_key(frame, start), self._arrivals.popleft())
             coroutine = dispatch(self.broker, frame, start, self._disabled_apis)
             try:
                 awaited = coroutine.send(None)
             except StopIteration as done:
-                self._answer(done.value)
+                self._answer(done.value, timing)
                 continue
             except MalformedRequest as error:
                 self._close(f"{error}")
@@ -274,22 +284,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._close("internal error")
                 return
             if _api_key(frame, start) == PRODUCE:  # looked at only for a handler that waits
-                parked = _Parked()
+                parked = _Parked(timing=timing)
                 self._parked.append(parked)
                 parked.task = self.loop.create_task(self._finish_parked(parked, coroutine, awaited))
             else:
-                self._waiting = self.loop.create_task(self._finish(coroutine, awaited))
+                self._waiting = self.loop.create_task(self._finish(coroutine, awaited, timing))
         self._flush()
         self._update_reading()
         if self._waiting is None and not self._frames and not self._parked:
             self._resolve_idle()
 
-    def _answer(self, response: ResponseFrame | None) -> None:
+    def _answer(self, response: ResponseFrame | None, timing=None) -> None:
         """Send `response` after the answers of the produces still parked ahead of it."""
         if self._parked:
-            self._parked.append(_Parked(done=True, response=response))
+            self._parked.append(_Parked(done=True, response=response, timing=timing))
         else:
-            self._queue_response(response)
+            self._queue_response(response, timing)
 
     async def _finish_parked(self, parked: _Parked, coroutine: Coroutine, awaited: Any) -> None:
         """Drive a parked produce to its answer, then send every answer at the head of the line."""
@@ -301,10 +311,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         parked.response, parked.done = outcome, True
         while self._parked and self._parked[0].done:
-            self._queue_response(self._parked.popleft().response)  # a produce answer holds no file regions
+            ready = self._parked.popleft()
+            self._queue_response(ready.response, ready.timing)  # a produce answer holds no file regions
         self._run()
 
-    async def _finish(self, coroutine: Coroutine, awaited: Any) -> None:
+    async def _finish(self, coroutine: Coroutine, awaited: Any, timing=None) -> None:
         """Drive a handler that was started eagerly and is now waiting on `awaited`."""
         ok, outcome = await self._outcome(coroutine, awaited)
         self._waiting = None
@@ -313,7 +324,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self._closed:
             return  # the client left while its request (e.g. a long poll) was pending
-        self._queue_response(outcome)
+        self._queue_response(outcome, timing)
         self._run()
 
     async def _outcome(self, coroutine: Coroutine, awaited: Any) -> tuple[bool, Any]:
@@ -343,7 +354,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # --- sending --------------------------------------------------------------------------
 
-    def _queue_response(self, response: ResponseFrame | None) -> None:
+    def _queue_response(self, response: ResponseFrame | None, timing=None) -> None:
+        if timing is not None:  # metrics on: timed until the answer is written (see _flush)
+            timing.answered = perf_counter()
+            self._unwritten.append(timing)
         if response is None or self._closed:
             return  # acks=0 produce: no response at all
         if not response.regions:
@@ -417,6 +431,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._out.clear()
             self._close("acknowledged offset commits could not be written")
             return
+        if self._unwritten:
+            written, self._unwritten = self._unwritten, []
+            self._metrics.requests_written(written)  # just before the write: a cheaper, close enough clock
         if not self._out:
             return
         out, self._out = self._out, []
@@ -456,6 +473,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._idle.done():
             self._idle.set_result(None)
 
+    def reset(self, partial: bytes) -> None:
+        """An injected fault (kbroker.faults): what is ready, then `partial` bytes of an answer, then a TCP reset."""
+        if self._closed or self.transport is None:
+            return
+        self._flush()
+        self._write(partial)
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and self.transport.get_write_buffer_size() == 0:
+            linger_zero(sock)
+        self._closed = True
+        self._frames.clear()
+        self.transport.abort()
+
     def abort(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
@@ -464,11 +494,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 class _Parked:
     """A produce waiting for its ISR, or an answer ready behind one."""
 
-    __slots__ = ("done", "response", "task")
+    __slots__ = ("done", "response", "task", "timing")
 
-    def __init__(self, done: bool = False, response: ResponseFrame | None = None) -> None:
+    def __init__(self, done: bool = False, response: ResponseFrame | None = None, timing=None) -> None:
         self.task: asyncio.Task | None = None
-        self.done, self.response = done, response
+        self.done, self.response, self.timing = done, response, timing
 
 
 def _api_key(frame: bytes | bytearray, start: int) -> int:

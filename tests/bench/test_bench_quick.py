@@ -65,12 +65,12 @@ def _assert_compared(results: list[dict], peer: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1240)
+@pytest.mark.timeout(1480)
 def test_quick_run_reports_figures_from_every_suite_and_leaves_docs_alone(tmp_path: Path) -> None:
     kafka_problem = _kafka_problem()
     docs_before = _harness_docs()
     completed = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path), "--no-docs"],
-                               cwd=REPO, capture_output=True, text=True, timeout=1220)
+                               cwd=REPO, capture_output=True, text=True, timeout=1460)
     output = completed.stdout[-4000:] + completed.stderr[-4000:]
     assert completed.returncode == 0, output
 

@@ -1,0 +1,72 @@
+"""Connection faults: a close before or after handling, a hung broker, a reset mid-response, refused connections."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from fault_wire import PRODUCE, TOPIC, WireClient, partition_errors, produce_request
+
+from wire.errors import ErrorCode
+
+
+def _end(broker) -> int:
+    return broker.broker.partition_log(TOPIC, 0).log_end_offset
+
+
+def test_close_before_handling_drops_the_connection_and_appends_nothing(broker, client) -> None:
+    with broker.faults.inject(api="Produce", action="close_before", count=1), \
+            pytest.raises(ConnectionError, match="closed by the broker"):
+        client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))
+    assert _end(broker) == 0
+
+
+def test_close_after_handling_appends_but_never_answers(broker, client) -> None:
+    with broker.faults.inject(api="Produce", action="close_after", count=1), \
+            pytest.raises(ConnectionError, match="closed by the broker"):
+        client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))
+    assert _end(broker) == 1
+
+
+def test_reset_sends_part_of_the_answer_then_a_tcp_reset(broker, client) -> None:
+    with broker.faults.inject(api="Produce", action="reset", count=1):
+        client.send(PRODUCE, 9, produce_request({TOPIC: [0]}))
+        received = b""
+        with pytest.raises(ConnectionResetError):
+            while chunk := client.sock.recv(1 << 16):
+                received += chunk
+    assert len(received) > 4, "part of the answer arrives before the reset"
+    assert len(received) < 4 + int.from_bytes(received[:4], "big")
+
+
+def test_hang_never_answers_while_the_fault_exists_and_answers_once_removed(broker, client) -> None:
+    fault = broker.faults.inject(api="Produce", action="hang")
+    client.send(PRODUCE, 9, produce_request({TOPIC: [0]}))
+    client.sock.settimeout(0.5)
+    with pytest.raises(TimeoutError):
+        client.sock.recv(1)
+    fault.remove()
+    client.sock.settimeout(5)
+    assert partition_errors(client.receive(PRODUCE, 9)) == {(TOPIC, 0): ErrorCode.NONE}
+
+
+def test_refused_connections_are_refused_for_the_time_asked_then_accepted(broker) -> None:
+    broker.faults.refuse_connections(0.6)
+    time.sleep(0.2)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", broker.running.port), timeout=2).close()
+    time.sleep(0.8)
+    client = WireClient(broker.bootstrap_servers)
+    try:
+        assert partition_errors(client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))) == {
+            (TOPIC, 0): ErrorCode.NONE}
+    finally:
+        client.close()
+
+
+def test_open_connections_keep_working_while_new_ones_are_refused(broker, client) -> None:
+    client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))  # accepted and served before the listeners close
+    broker.faults.refuse_connections(1.0)
+    time.sleep(0.1)
+    assert partition_errors(client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))) == {(TOPIC, 0): ErrorCode.NONE}
