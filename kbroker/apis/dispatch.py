@@ -123,41 +123,28 @@ async def dispatch(broker, frame: bytes, start: int = 0,
     if faults is not None:
         return await faults.intercept(header, request, lambda chosen: _handle(broker, header, chosen, handler),
                                       lambda response: _encode(header, route, response, handler.name))
+    response = await _handle(broker, header, request, handler)
+    return None if response is None else _encode(header, route, response, handler.name)
+
+
+async def _handle(broker, header, request, handler: Handler):
+    """The handler's answer, or UNKNOWN_SERVER_ERROR in the handler's own shape if it raised; logged by the
+    request log (kbroker.request at DEBUG) when it is on."""
     started = perf_counter() if logs.request_logging_enabled() else 0.0
     try:
         response = await handler.handle(broker, header, request)
     except Exception:
-        log.exception("%s v%d failed", handler.name, version)
-        response = handler.failed(request, ErrorCode.UNKNOWN_SERVER_ERROR) if handler.failed is not None \
-            else _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
-    if started:  # the request log (kbroker.request at DEBUG): one line per request
-        logs.log_request(handler.name, version, header.client_id, header.correlation_id, client_host.get(), started)
-    if response is None:
-        return None
-    out = bytearray(_PLACEHOLDER)
-    out += route.response_header(header.correlation_id)
-    regions: list = []
-    try:
-        route.encode_response(response, out, regions)
-    except EncodeError:
-        log.exception("cannot encode %s v%d response", handler.name, version)
-        return _frame(header.correlation_id, api_key, version,
-                      _error_response(api_key, ErrorCode.UNKNOWN_SERVER_ERROR))
-    return _sized(out, regions)
-
-
-async def _handle(broker, header, request, handler: Handler):
-    """The handler's answer, or UNKNOWN_SERVER_ERROR shaped as above if it raised (the path of kbroker.faults)."""
-    try:
-        return await handler.handle(broker, header, request)
-    except Exception:
         log.exception("%s v%d failed", handler.name, header.request_api_version)
-        return handler.failed(request, ErrorCode.UNKNOWN_SERVER_ERROR) if handler.failed is not None \
+        response = handler.failed(request, ErrorCode.UNKNOWN_SERVER_ERROR) if handler.failed is not None \
             else _error_response(handler.api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if started:
+        logs.log_request(handler.name, header.request_api_version, header.client_id, header.correlation_id,
+                         client_host.get(), started)
+    return response
 
 
 def _encode(header, route: _Route, response, name: str) -> ResponseFrame:
-    """`response` as a frame, as `dispatch` encodes it (the path of kbroker.faults)."""
+    """`response` as a frame; UNKNOWN_SERVER_ERROR if it cannot be encoded."""
     api_key, version = header.request_api_key, header.request_api_version
     out = bytearray(_PLACEHOLDER)
     out += route.response_header(header.correlation_id)
