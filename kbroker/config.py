@@ -8,6 +8,7 @@ the wrong type or range fails fast with a message naming the key.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -194,6 +195,8 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in (
 KBROKER_PROPERTIES: dict[str, Property] = {p.name: p for p in (
     Property("prometheus.port", _parse_int, None, lambda port: 0 <= port <= 65535, "a port number (0: any free one)"),
     Property("prometheus.host", _parse_str, None),  # None: the first listener's host, else 127.0.0.1
+    Property("kbroker.faults.port", _parse_int, None, lambda port: 0 <= port <= 65535,
+             "a port number (0: any free one)"),  # the fault injection endpoint (docs/testing.md)
 )}
 
 # Properties whose Kafka ConfigDef type is LONG; the other integers are INT. DescribeConfigs
@@ -335,12 +338,39 @@ def parse_properties(text: str) -> dict[str, str]:
     return entries
 
 
-def load(path: Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
-    """Read a properties file (optional) and `key=value` overrides, as `kafka-server-start.sh
-    server.properties --override key=value` does."""
+ENV_PREFIX = "KBROKER_"
+
+
+def env_var_property(variable: str) -> str | None:
+    """The property a `KBROKER_*` variable names (docs/deploy.md): drop the prefix, lower-case, then `___` -> `-`,
+    `__` -> `_`, `_` -> `.`; so KBROKER_LOG_DIRS is log.dirs and KBROKER_NUM_IO__THREADS would be num.io_threads.
+    None for any other variable."""
+    if not variable.startswith(ENV_PREFIX) or len(variable) == len(ENV_PREFIX):
+        return None
+    words = variable[len(ENV_PREFIX):].lower()
+    return words.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+
+
+def environment_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """Properties set through `KBROKER_*` variables. Only names of properties kbroker knows are taken, so the
+    project's other variables (KBROKER_LOG_FORMAT, KBROKER_UVLOOP, ...) never turn into stray settings."""
+    known = PROPERTIES.keys() | KBROKER_PROPERTIES.keys()
+    found = {}
+    for variable, value in environ.items():
+        name = env_var_property(variable)
+        if name in known:
+            found[name] = value.strip()
+    return found
+
+
+def load(path: Path | None = None, overrides: Iterable[str] = (),
+         environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read a properties file (optional), then `KBROKER_*` environment variables, then `key=value` overrides, as
+    `kafka-server-start.sh server.properties --override key=value` does; later sources win."""
     raw: dict[str, str] = {}
     if path is not None:
         raw.update(parse_properties(path.read_text(encoding="utf-8")))
+    raw.update(environment_overrides(os.environ if environ is None else environ))
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
@@ -388,16 +418,12 @@ def _check_replication(values: Mapping[str, object]) -> None:
         raise ConfigError("broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id")
 
 
-# kbroker's own properties that Kafka has not: read from BrokerConfig.raw, never reported by DescribeConfigs
-KBROKER_ONLY = frozenset({"kbroker.faults.port"})  # the fault injection endpoint (docs/testing.md)
-
-
 def build(raw: Mapping[str, str], warn_unknown: bool = True) -> BrokerConfig:
     values = {name: prop.default for name, prop in (*PROPERTIES.items(), *KBROKER_PROPERTIES.items())}
     for key, text in raw.items():
         prop = PROPERTIES.get(key) or KBROKER_PROPERTIES.get(key)
         if prop is None:
-            if warn_unknown and key not in KBROKER_ONLY:
+            if warn_unknown:
                 log.warning("ignoring unknown configuration %s", key)
             continue
         try:

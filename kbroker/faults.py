@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kbroker.apis.dispatch import MalformedRequest, ResponseFrame
+from kbroker.net.http import HttpAnswer, HttpRequest, serve_http
 from wire import messages
 from wire.errors import ErrorCode
 from wire.records import read_batch_header
@@ -702,46 +703,23 @@ def _batches(data: bytes | bytearray | memoryview) -> list[dict]:
 _EVENTS = {"coordinator-unavailable": "coordinator_unavailable", "leadership-moved": "leadership_moved",
            "leader-epoch-bumped": "leader_epoch_bumped", "force-rebalance": "force_rebalance",
            "expire-session": "expire_session", "truncate-log": "truncate_log"}
-_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 
 
 async def serve_admin(faults: Faults, port: int, host: str = "127.0.0.1") -> asyncio.Server:
-    """`kbroker.faults.port`: JSON over HTTP/1.1 on 127.0.0.1 (POST/GET/DELETE /faults, POST/DELETE /recording,
-    POST /refuse-connections). One request per connection: no framework needed."""
+    """`kbroker.faults.port`: JSON over HTTP on 127.0.0.1 (POST/GET/DELETE /faults, POST/DELETE /recording,
+    POST /refuse-connections, POST /events/<name>), served by kbroker.net.http."""
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def answer(request: HttpRequest) -> HttpAnswer:
         try:
-            status, body = await _admin_request(faults, reader)
+            body = json.loads(request.body) if request.body else {}
+            status, result = _route_admin(faults, request.method, request.path.rstrip("/"), body)
         except (ValueError, KeyError, TypeError) as error:
-            status, body = 400, {"error": str(error)}
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-            return
-        payload = json.dumps(body).encode()
-        writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
-        try:
-            await writer.drain()
-        finally:
-            writer.close()
+            status, result = 400, {"error": str(error)}
+        return HttpAnswer(status, "application/json", json.dumps(result).encode())
 
-    server = await asyncio.start_server(serve, host, port, reuse_address=True)
+    server = await serve_http(answer, host, port)
     log.info("fault injection endpoint on http://%s:%d/faults", host, server.sockets[0].getsockname()[1])
     return server
-
-
-async def _admin_request(faults: Faults, reader: asyncio.StreamReader) -> tuple[int, object]:
-    request_line = (await reader.readline()).decode("latin-1").split()
-    if len(request_line) < 2:
-        raise ValueError("not an HTTP request")
-    method, path = request_line[0].upper(), request_line[1].split("?")[0].rstrip("/")
-    length = 0
-    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-        name, _, value = line.decode("latin-1").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    body = json.loads(await reader.readexactly(length)) if length else {}
-    return _route_admin(faults, method, path, body)
 
 
 def _route_admin(faults: Faults, method: str, path: str, body) -> tuple[int, object]:

@@ -33,6 +33,7 @@ from prometheus_client.metrics_core import (
 )
 
 from kbroker.log.partition_log import FLUSH_OBSERVERS
+from kbroker.net.http import HttpAnswer, HttpRequest, plain, serve_http
 from wire import messages
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 # upper bounds in milliseconds: fine below 10 ms, where a healthy broker answers, coarse above
 TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
                    10000.0, 30000.0)
-_MAX_REQUEST_HEAD = 8192  # an HTTP request head larger than this is not a scraper's
 
 
 def _api_name(api_key: int) -> str:
@@ -288,14 +288,14 @@ class BrokerCollector:
 
 
 class MetricsEndpoint:
-    """/metrics over HTTP/1.x, answered on the broker's event loop (one response per connection)."""
+    """/metrics over HTTP, answered on the broker's event loop (kbroker.net.http)."""
 
     def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
         self.metrics, self.host, self.port = metrics, host, port
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        self._server = await serve_http(self._answer, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("Prometheus metrics on http://%s:%d/metrics", self.host, self.port)
 
@@ -305,35 +305,12 @@ class MetricsEndpoint:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            writer.write(self._answer(head))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def _answer(self, head: bytes) -> bytes:
-        parts = head[:_MAX_REQUEST_HEAD].split(b"\r\n", 1)[0].split()
-        if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
-            return _http(405, "text/plain", b"only GET\n")
-        if parts[1].split(b"?")[0] not in (b"/metrics", b"/"):
-            return _http(404, "text/plain", b"try /metrics\n")
-        try:
-            body = self.metrics.scrape()
-        except Exception:  # a collector bug must not take the endpoint down
-            log.exception("collecting the metrics failed")
-            return _http(500, "text/plain", b"collecting the metrics failed: see the broker's log\n")
-        return _http(200, CONTENT_TYPE_LATEST, b"" if parts[0] == b"HEAD" else body, len(body))
-
-
-def _http(status: int, content_type: str, body: bytes, length: int | None = None) -> bytes:
-    reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}[status]
-    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n")
-    return head.encode() + body
+    def _answer(self, request: HttpRequest) -> HttpAnswer:
+        if request.method not in ("GET", "HEAD"):
+            return plain(405, "only GET\n")
+        if request.path not in ("/metrics", "/"):
+            return plain(404, "try /metrics\n")
+        return HttpAnswer(200, CONTENT_TYPE_LATEST, self.metrics.scrape())
 
 
 def endpoint_address(config) -> tuple[str, int] | None:

@@ -126,9 +126,9 @@ class RunningBroker:
         from kbroker.faults import Faults, serve_admin
 
         self.faults = Faults(self.broker, self.servers, asyncio.get_running_loop())
-        port = self.config.raw.get("kbroker.faults.port")
-        if port not in (None, ""):
-            self._faults_admin = await serve_admin(self.faults, int(port))
+        port = self.config["kbroker.faults.port"]
+        if port is not None:
+            self._faults_admin = await serve_admin(self.faults, port)
 
     async def _start_metrics(self) -> None:
         """With prometheus.port: count events from the first request on, and serve /metrics."""

@@ -18,6 +18,7 @@ command -v javac >/dev/null 2>&1 || APT_PACKAGES+=(openjdk-17-jdk-headless)   # 
 command -v mvn >/dev/null 2>&1 || APT_PACKAGES+=(maven)                       # compat-tests/java/pom.xml
 command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)                 # compat-tests/node/kafkajs_driver.js
 command -v ip >/dev/null 2>&1 || APT_PACKAGES+=(iproute2)                     # network namespaces: tests/cluster/netns.py
+command -v systemd-analyze >/dev/null 2>&1 || APT_PACKAGES+=(systemd)         # tests/deploy: verify deploy/systemd/kbroker.service
 python3 -m pip --version >/dev/null 2>&1 || APT_PACKAGES+=(python3-pip)       # Debian's python3 has no pip
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || APT_PACKAGES+=(python3-venv)
 if [ "${#APT_PACKAGES[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then

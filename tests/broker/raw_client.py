@@ -9,9 +9,10 @@ from wire import headers, messages
 
 
 class RawClient:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "raw-test", timeout: float = 10) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.client_id = client_id
         self.correlation_id = 0
 
     def close(self) -> None:
@@ -23,7 +24,7 @@ class RawClient:
     def request_bytes(self, api_key: int, version: int, request) -> bytes:
         self.correlation_id += 1
         header = messages.RequestHeader(request_api_key=api_key, request_api_version=version,
-                                        correlation_id=self.correlation_id, client_id="raw-test")
+                                        correlation_id=self.correlation_id, client_id=self.client_id)
         out = headers.encode_request_header(header)
         return bytes(messages.encode(request, version, out))
 
@@ -42,7 +43,14 @@ class RawClient:
         return b"".join(chunks)
 
     def call(self, api_key: int, version: int, request):
+        self.send(api_key, version, request)
+        return self.receive(api_key, version)
+
+    def send(self, api_key: int, version: int, request) -> None:
         self.send_frame(self.request_bytes(api_key, version, request))
+
+    def receive(self, api_key: int, version: int):
+        """The answer to the request sent last."""
         frame = self.read_frame()
         header, at = headers.decode_response_header(frame, api_key, version)
         assert header.correlation_id == self.correlation_id

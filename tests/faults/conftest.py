@@ -1,4 +1,4 @@
-"""The fault tests talk to a real in-process broker over real sockets (fault_wire.WireClient)."""
+"""The fault tests talk to a real in-process broker over real sockets (tests/broker/raw_client.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "broker"))  # raw_client
 
-from fault_wire import TOPIC, WireClient
+from fault_wire import TOPIC
+
+from raw_client import RawClient
 
 
 @pytest.fixture
@@ -21,7 +24,7 @@ def broker(kafka_broker):
 
 
 @pytest.fixture
-def client(broker) -> Iterator[WireClient]:
-    connection = WireClient(broker.bootstrap_servers)
+def client(broker) -> Iterator[RawClient]:
+    connection = RawClient(broker.bootstrap_servers, client_id="fault-test")
     yield connection
     connection.close()

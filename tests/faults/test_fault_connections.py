@@ -6,9 +6,11 @@ import socket
 import time
 
 import pytest
-from fault_wire import PRODUCE, TOPIC, WireClient, partition_errors, produce_request
+from fault_wire import PRODUCE, TOPIC, partition_errors, produce_request
 
 from wire.errors import ErrorCode
+
+from raw_client import RawClient
 
 
 def _end(broker) -> int:
@@ -57,7 +59,7 @@ def test_refused_connections_are_refused_for_the_time_asked_then_accepted(broker
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", broker.running.port), timeout=2).close()
     time.sleep(0.8)
-    client = WireClient(broker.bootstrap_servers)
+    client = RawClient(broker.bootstrap_servers, client_id="fault-test")
     try:
         assert partition_errors(client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))) == {
             (TOPIC, 0): ErrorCode.NONE}

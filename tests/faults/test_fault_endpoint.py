@@ -8,13 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from fault_wire import PRODUCE, TOPIC, WireClient, partition_errors, produce_request
+from fault_wire import PRODUCE, TOPIC, partition_errors, produce_request
 
 from kbroker.commands.faults import call
-from kbroker.config import build
+from kbroker.config import ConfigError, build
 from kbroker.testing import free_port, running_broker
 from wire import messages
 from wire.errors import ErrorCode
+
+from raw_client import RawClient
 
 SOURCE = Path(__file__).resolve().parents[2]
 
@@ -29,7 +31,7 @@ def served(tmp_path):
 
 
 def _produce_error(broker) -> int:
-    client = WireClient(broker.bootstrap_servers)
+    client = RawClient(broker.bootstrap_servers, client_id="fault-test")
     try:
         return partition_errors(client.call(PRODUCE, 9, produce_request({TOPIC: [0]})))[(TOPIC, 0)]
     finally:
@@ -110,6 +112,12 @@ def test_the_port_property_is_accepted_without_an_unknown_key_warning(caplog) ->
     assert "kbroker.faults.port" not in caplog.text
 
 
+@pytest.mark.parametrize("port", ["65536", "-1", "http"])
+def test_a_port_outside_0_to_65535_is_refused_at_start(port: str) -> None:
+    with pytest.raises(ConfigError, match=r"kbroker\.faults\.port"):
+        build({"kbroker.faults.port": port})
+
+
 def test_events_over_http_force_a_rebalance_of_an_unknown_group_as_false(served) -> None:
     _, endpoint = served
     assert call(endpoint, "POST", "/events/force-rebalance", {"group": "nobody"}) == (200, {"result": False})
@@ -127,7 +135,7 @@ def test_cli_event_truncates_a_log(served) -> None:
 def test_describe_configs_does_not_report_the_endpoint_property(served) -> None:
     broker, _ = served
     describe = messages.DescribeConfigsRequest
-    client = WireClient(broker.bootstrap_servers)
+    client = RawClient(broker.bootstrap_servers, client_id="fault-test")
     try:
         response = client.call(32, 4, describe(resources=[describe.DescribeConfigsResource(
             resource_type=4, resource_name=str(broker.broker.node_id), configuration_keys=None)]))

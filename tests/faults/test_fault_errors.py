@@ -9,13 +9,14 @@ from fault_wire import (
     OFFSET_COMMIT,
     PRODUCE,
     TOPIC,
-    WireClient,
     partition_errors,
     produce_request,
 )
 
 from wire import messages
 from wire.errors import ErrorCode
+
+from raw_client import RawClient
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
@@ -75,7 +76,7 @@ def test_topic_filter_ignores_requests_for_other_topics(broker, client) -> None:
 
 
 def test_client_id_filter_spares_other_clients(broker, client) -> None:
-    other = WireClient(broker.bootstrap_servers, client_id="billing")
+    other = RawClient(broker.bootstrap_servers, client_id="billing")
     try:
         with broker.faults.inject(api="Produce", error="NOT_LEADER_OR_FOLLOWER", client_id="billing"):
             mine = client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))

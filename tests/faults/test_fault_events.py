@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fault_wire import FETCH, PRODUCE, TOPIC, WireClient, partition_errors, produce_request
+from fault_wire import FETCH, PRODUCE, TOPIC, partition_errors, produce_request
 
 from kbroker.testing import running_broker
 from wire import messages
 from wire.errors import ErrorCode
+
+from raw_client import RawClient
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT = 11, 14, 12
 GROUP = "payments"
@@ -22,7 +24,7 @@ def group_broker(tmp_path) -> Iterator:
         yield broker
 
 
-def _stable_member(client: WireClient) -> tuple[str, int]:
+def _stable_member(client: RawClient) -> tuple[str, int]:
     """Join GROUP and sync: (member id, generation)."""
     join = messages.JoinGroupRequest
     joined = client.call(JOIN_GROUP, 3, join(group_id=GROUP, session_timeout_ms=30000, rebalance_timeout_ms=30000,
@@ -36,13 +38,13 @@ def _stable_member(client: WireClient) -> tuple[str, int]:
     return joined.member_id, joined.generation_id
 
 
-def _heartbeat(client: WireClient, member_id: str, generation: int) -> int:
+def _heartbeat(client: RawClient, member_id: str, generation: int) -> int:
     request = messages.HeartbeatRequest(group_id=GROUP, generation_id=generation, member_id=member_id)
     return client.call(HEARTBEAT, 3, request).error_code
 
 
 def test_force_rebalance_makes_heartbeats_answer_rebalance_in_progress(group_broker) -> None:
-    client = WireClient(group_broker.bootstrap_servers)
+    client = RawClient(group_broker.bootstrap_servers, client_id="fault-test")
     member_id, generation = _stable_member(client)
     assert group_broker.faults.force_rebalance(GROUP) is True
     assert _heartbeat(client, member_id, generation) == ErrorCode.REBALANCE_IN_PROGRESS
@@ -50,7 +52,7 @@ def test_force_rebalance_makes_heartbeats_answer_rebalance_in_progress(group_bro
 
 
 def test_expired_session_makes_the_member_unknown(group_broker) -> None:
-    client = WireClient(group_broker.bootstrap_servers)
+    client = RawClient(group_broker.bootstrap_servers, client_id="fault-test")
     member_id, generation = _stable_member(client)
     assert group_broker.faults.expire_session(GROUP, member_id) == [member_id]
     assert _heartbeat(client, member_id, generation) == ErrorCode.UNKNOWN_MEMBER_ID
