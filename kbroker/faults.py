@@ -12,7 +12,7 @@ partitions, groups, coordinator keys) and carries the error per partition for pa
 outermost level the API has for the others (coordinator and request-wide errors). A topic/partition filter
 answers only the named partitions with the error; the rest of the request is handled normally.
 
-Connection faults (`action`): close before or after handling, hang (never answer), reset part way through the
+Connection faults (`action`): close before or after handling, hang (handled, never answered), reset part way through the
 answer; `refuse_connections(seconds)` closes the listeners for a while. docs/testing.md is the guide.
 """
 
@@ -75,11 +75,14 @@ class InjectedDisconnect(MalformedRequest):
 
 def api_key_of(api: str | int) -> int:
     """An API by Kafka's name ("Produce", "FindCoordinator") or key."""
+    known = messages.apis()
     if isinstance(api, int) or str(api).isdigit():
-        return int(api)
-    for key, spec in messages.apis().items():
-        if spec.name.lower() == str(api).lower():
-            return key
+        if int(api) in known:
+            return int(api)
+    else:
+        for key, spec in known.items():
+            if spec.name.lower() == str(api).lower():
+                return key
     raise ValueError(f"unknown API {api!r}")
 
 
@@ -182,6 +185,11 @@ class Recording:
         key = api_key_of(api)
         return [entry for entry in list(self.entries) if entry["api_key"] == key]
 
+    @property
+    def closed(self) -> bool:
+        """Whether its file (if it has one) is closed: it records no more."""
+        return self._file is None
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
@@ -210,6 +218,7 @@ class Faults:
         self._lock = threading.Lock()
         self._random = random.Random()
         self._loop = loop
+        self._refusing: set[asyncio.Future] = set()  # refuse_connections under way: kept until they end
 
     # --- asking for faults ----------------------------------------------------------------------
 
@@ -271,9 +280,13 @@ class Faults:
         return list(self._recordings)
 
     def stop_recording(self, recording: Recording | None = None) -> None:
+        """Stop one recording (all without an argument) and close its file; its entries stay readable."""
         with self._lock:
-            self._recordings = () if recording is None else tuple(r for r in self._recordings if r is not recording)
+            stopped = [r for r in self._recordings if recording is None or r is recording]
+            self._recordings = tuple(r for r in self._recordings if r not in stopped)
             self._sync()
+        for each in stopped:
+            each.close()
 
     def _sync(self) -> None:
         """Install this object on the broker while a fault or a recording exists, and only then."""
@@ -334,22 +347,33 @@ class Faults:
         return asyncio.run_coroutine_threadsafe(run(), loop).result(30)
 
     def refuse_connections(self, seconds: float) -> None:
-        """Close the listeners for `seconds` (new connections are refused; open ones stay), then listen again."""
+        """Close the listeners for `seconds` (new connections are refused; open ones stay), then listen again.
+        Returns once they are closed, so a connection attempted next is refused."""
         loop = self._loop_of_broker()
         if _other_thread(loop):
-            asyncio.run_coroutine_threadsafe(self._refuse(seconds), loop)
+            self._on_loop(self._close_listeners)
+            refusing = asyncio.run_coroutine_threadsafe(self._listen_again_after(seconds), loop)
         else:
-            loop.create_task(self._refuse(seconds))
+            self._close_listeners()
+            refusing = loop.create_task(self._listen_again_after(seconds))
+        self._refusing.add(refusing)
+        refusing.add_done_callback(self._refusing.discard)
 
-    async def _refuse(self, seconds: float) -> None:
+    def _close_listeners(self) -> None:
         for server in self.servers:
             if server._server is not None:
                 server._server.close()
+
+    async def _listen_again_after(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
         if self.broker.closing:
             return  # the broker stopped meanwhile: nothing to listen for
         for server in self.servers:
-            await server.start()  # the same port: it was bound before, so start() kept the real one
+            try:
+                await server.start()  # the same port: it was bound before, so start() kept the real one
+            except OSError as error:  # another process took the port meanwhile
+                log.error("fault: refuse_connections ended but listening again on port %s failed: %s",
+                          server.port, error)
 
     def _loop_of_broker(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -395,14 +419,15 @@ class Faults:
         actions = {rule.action for rule in fired}
         if "close_before" in actions:
             raise InjectedDisconnect("fault: connection closed before handling the request")
+        erring = next((rule for rule in fired if rule.error is not None), None)
+        # handled first, then held: a produce pipelined behind a held one must not reach the log before it
+        response = await self._answer(erring, header, request, handle)
         hanging = [rule for rule in fired if rule.action == "hang"]
         while any(rule in self._rules for rule in hanging):
             await asyncio.sleep(0.02)  # never answered while the fault exists
         delay = sum(rule.delay_ms for rule in fired)
         if delay:
             await asyncio.sleep(delay / 1000)
-        erring = next((rule for rule in fired if rule.error is not None), None)
-        response = await self._answer(erring, header, request, handle)
         if "close_after" in actions:
             raise InjectedDisconnect("fault: connection closed after handling the request, before answering")
         throttles = [rule.throttle_ms for rule in fired if rule.throttle_ms is not None]

@@ -245,8 +245,9 @@ class RunningBroker:
         node_id = self.broker.node_id
         self._stopping = True
         self.broker.closing = True
-        if self.faults is not None:  # a hung request must not hold the shutdown
+        if self.faults is not None:  # a hung request must not hold the shutdown; recording files are closed
             self.faults.clear()
+            self.faults.stop_recording()
         if self._faults_admin is not None:
             self._faults_admin.close()
         self.broker.fetch_waiters.wake_all()  # long-polling fetches answer now

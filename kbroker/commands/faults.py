@@ -86,7 +86,11 @@ def call(endpoint: str, method: str, path: str, body: object = None) -> tuple[in
 
 
 def run(args: argparse.Namespace) -> int:
-    method, path, body = _request(args)
+    try:
+        method, path, body = _request(args)
+    except json.JSONDecodeError as error:
+        print(f"the event's arguments are not JSON: {error}", file=sys.stderr)
+        return 2
     try:
         status, answer = call(args.endpoint, method, path, body)
     except OSError as error:

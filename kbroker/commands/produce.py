@@ -89,9 +89,11 @@ def _send(producer, topic, key, value, headers, on_delivery, extra) -> None:
 
 
 def _input_lines(args: argparse.Namespace):
-    source = args.file.open(encoding="utf-8") if args.file else sys.stdin
-    for line in source:
-        yield line.rstrip("\n").rstrip("\r")
+    if args.file is None:
+        yield from (line.rstrip("\n").rstrip("\r") for line in sys.stdin)
+        return
+    with args.file.open(encoding="utf-8") as source:
+        yield from (line.rstrip("\n").rstrip("\r") for line in source)
 
 
 class _progress:

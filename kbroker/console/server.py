@@ -48,8 +48,24 @@ class ConsoleHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._answer(lambda: self._post(urlsplit(self.path)))
 
+    def _check_host(self) -> None:
+        """A page of another site that rebinds its DNS name to 127.0.0.1 sends its own name as Host: refused."""
+        allowed = self.server.allowed_hosts
+        if allowed is not None and (self.headers.get("Host") or "").lower() not in allowed:
+            raise ConsoleError("unexpected Host header", HTTPStatus.FORBIDDEN)
+
+    def _check_same_origin_json(self) -> None:
+        """A cross-site form can post only form encodings, and a browser names the page's origin: a produce
+        must be JSON from a page of this console."""
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip().lower() != "application/json":
+            raise ConsoleError("a produce must be sent as application/json", HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+        origin = self.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc.lower() != (self.headers.get("Host") or "").lower():
+            raise ConsoleError("cross-origin request refused", HTTPStatus.FORBIDDEN)
+
     def _answer(self, handle) -> None:
         try:
+            self._check_host()
             handle()
         except ConsoleError as error:
             self._json({"error": str(error)}, error.status)
@@ -91,6 +107,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         parts = [unquote(part) for part in url.path.strip("/").split("/") if part]
         if not (len(parts) == 4 and parts[:2] == ["api", "topics"] and parts[3] == "messages"):
             raise ConsoleError("not found", 404)
+        self._check_same_origin_json()
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
             raise ConsoleError("body too large", 413)
@@ -135,6 +152,7 @@ class ConsoleServer(ThreadingHTTPServer):
         self.view = KafkaView(bootstrap_servers)
         self.sampler = LagSampler(self.view, lag_interval_s)
         self._thread: threading.Thread | None = None
+        self.allowed_hosts = _host_headers(host, self.server_address[1])
 
     @property
     def url(self) -> str:
@@ -148,10 +166,21 @@ class ConsoleServer(ThreadingHTTPServer):
         return self
 
     def close(self) -> None:
-        self.shutdown()
+        if self._thread is not None:  # shutdown() waits for serve_forever, which never ran otherwise
+            self.shutdown()
+            self._thread.join(10)
         self.server_close()
         self.sampler.stop()
         self.view.close()
+
+
+def _host_headers(host: str, port: int) -> frozenset[str] | None:
+    """The Host headers a browser sends to this console: its own address and loopback names; None (any) when
+    it listens on every interface, whose names it cannot know."""
+    if host in ("", "0.0.0.0", "::"):
+        return None
+    names = {host, "localhost", "127.0.0.1", "[::1]", f"[{host}]" if ":" in host else host}
+    return frozenset(f"{name}:{port}".lower() for name in names)
 
 
 def start_console(bootstrap_servers: str, host: str = "127.0.0.1", port: int = 8080,

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections import deque
 
 from wire import headers, messages
+
+PRODUCE = 0
 
 
 class RawClient:
@@ -14,6 +17,7 @@ class RawClient:
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.client_id = client_id
         self.correlation_id = 0
+        self.unanswered: deque[int] = deque()  # correlation ids of requests sent, in order
 
     def close(self) -> None:
         self.sock.close()
@@ -48,12 +52,14 @@ class RawClient:
 
     def send(self, api_key: int, version: int, request) -> None:
         self.send_frame(self.request_bytes(api_key, version, request))
+        if not (api_key == PRODUCE and request.acks == 0):  # Kafka never answers an acks=0 produce
+            self.unanswered.append(self.correlation_id)
 
     def receive(self, api_key: int, version: int):
-        """The answer to the request sent last."""
+        """The answer to the oldest request sent and not yet answered (a broker answers in order)."""
         frame = self.read_frame()
         header, at = headers.decode_response_header(frame, api_key, version)
-        assert header.correlation_id == self.correlation_id
+        assert header.correlation_id == self.unanswered.popleft()
         response, end = messages.decode(messages.api(api_key).response.name, version, frame, at)
         assert end == len(frame)
         return response

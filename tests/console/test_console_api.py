@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from kbroker.console.server import ConsoleServer
 from tests.console.conftest import COMMITTED_OFFSET, EVENTS, GROUP, LATE_MS, ORDERS, ORDERS_PER_PARTITION, order
 
 
@@ -102,9 +105,10 @@ def test_group_shows_member_assignments_and_lag_per_partition(live_console):
 
 def test_group_lag_history_grows_with_samples(live_console):
     first = len(get(live_console, f"api/groups/{GROUP}")["lag_history"])
-    time.sleep(1.5)  # the fixture's console samples every 0.5 s
-    history = get(live_console, f"api/groups/{GROUP}")["lag_history"]
-    assert len(history) > first
+    deadline = time.monotonic() + 10  # the fixture's console samples every 0.5 s
+    while len(history := get(live_console, f"api/groups/{GROUP}")["lag_history"]) <= first:
+        assert time.monotonic() < deadline, "no lag sample taken in 10 s"
+        time.sleep(0.1)
     assert history[-1][1] >= 3 * (ORDERS_PER_PARTITION - COMMITTED_OFFSET)
 
 
@@ -124,3 +128,45 @@ def test_static_page_is_served_without_a_build_step(live_console):
         page = response.read().decode()
     assert response.headers["Content-Type"].startswith("text/html")
     assert '<script src="/static/app.js"' in page and "<main" in page
+
+
+def _raw(live, method: str, path: str, body: bytes = b"", **headers: str) -> int:
+    """The status of a request with exactly these headers (Host included), as a hostile page would send it."""
+    host, port = live.console.server_address[:2]
+    connection = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        connection.putrequest(method, "/" + path, skip_host=True)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            connection.putheader(name.replace("_", "-"), value)
+        connection.endheaders(body)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_a_produce_posted_as_a_form_is_refused_as_unsupported_media(live_console):
+    host = f"127.0.0.1:{live_console.console.server_address[1]}"
+    status = _raw(live_console, "POST", f"api/topics/{EVENTS}/messages", b"value=forged", Host=host,
+                  Content_Type="application/x-www-form-urlencoded")
+    assert status == 415
+
+
+def test_a_produce_from_a_page_of_another_origin_is_refused(live_console):
+    host = f"127.0.0.1:{live_console.console.server_address[1]}"
+    status = _raw(live_console, "POST", f"api/topics/{EVENTS}/messages", b'{"value": "forged"}', Host=host,
+                  Content_Type="application/json", Origin="http://evil.example")
+    assert status == 403
+
+
+def test_a_request_naming_another_host_is_refused_against_dns_rebinding(live_console):
+    port = live_console.console.server_address[1]
+    assert _raw(live_console, "GET", "api/topics", Host=f"evil.example:{port}") == 403
+    assert _raw(live_console, "GET", "api/topics", Host=f"localhost:{port}") == 200
+
+
+def test_closing_a_console_that_never_served_returns():
+    console = ConsoleServer("127.0.0.1:9", port=0)
+    closing = threading.Thread(target=console.close, daemon=True)
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from wire import messages
-from wire.records import Record, build_batch
+from wire.records import Record, build_batch, iter_batches, iter_records
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT = 0, 1, 3, 10, 11, 8
 P = messages.ProduceRequest
@@ -18,12 +18,18 @@ def batch(value: bytes = b"v", producer_id: int = -1, sequence: int = -1) -> byt
                        producer_id >= 0 else -1, base_sequence=sequence)
 
 
-def produce_request(partitions: dict[str, list[int]], acks: int = -1) -> object:
-    """One batch for each partition named, per topic."""
+def produce_request(partitions: dict[str, list[int]], acks: int = -1, value: bytes = b"v") -> object:
+    """One batch of one record `value` for each partition named, per topic."""
     return P(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=index, records=batch())
+        P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=index, records=batch(value))
                                                        for index in indexes])
         for topic, indexes in partitions.items()])
+
+
+def read_records(broker, topic: str, partition: int) -> list[Record]:
+    """Every record of the partition's log, in offset order."""
+    data = broker.broker.partition_log(topic, partition).read(0, 1 << 20).read_bytes()
+    return [record for at, _ in iter_batches(data) for record in iter_records(data, at)]
 
 
 def partition_errors(response) -> dict[tuple[str, int], int]:

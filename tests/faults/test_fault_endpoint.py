@@ -75,6 +75,15 @@ def test_an_unknown_error_name_is_a_400_naming_it(served) -> None:
     assert "NO_SUCH_ERROR" in answer["error"]
 
 
+@pytest.mark.parametrize("api", [999, "NoSuchApi"])
+def test_an_api_kafka_does_not_have_is_a_400_naming_it(served, api) -> None:
+    _, endpoint = served
+    status, answer = call(endpoint, "POST", "/faults", {"api": api, "error": "NOT_LEADER_OR_FOLLOWER"})
+    assert status == 400
+    assert str(api) in answer["error"]
+    assert call(endpoint, "GET", "/faults") == (200, [])
+
+
 def test_recording_over_http_returns_what_was_sent(served) -> None:
     broker, endpoint = served
     call(endpoint, "POST", "/recording", {})
@@ -100,6 +109,13 @@ def test_cli_without_an_endpoint_says_so_and_exits_2() -> None:
     result = _cli(f"127.0.0.1:{free_port()}", "list")
     assert result.returncode == 2
     assert "kbroker.faults.port" in result.stderr
+
+
+def test_cli_event_with_arguments_that_are_not_json_says_so_and_exits_2() -> None:
+    result = _cli(f"127.0.0.1:{free_port()}", "event", "force-rebalance", "{group: g}")
+    assert result.returncode == 2
+    assert "not JSON" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_the_endpoint_is_off_unless_configured(kafka_broker) -> None:

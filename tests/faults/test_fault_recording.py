@@ -6,6 +6,8 @@ import json
 
 from fault_wire import PRODUCE, TOPIC, P, batch
 
+from kbroker.testing import running_broker
+
 
 def _idempotent_produce(sequence: int) -> object:
     records = batch(producer_id=42, sequence=sequence)
@@ -53,3 +55,10 @@ def test_stopping_the_recording_uninstalls_the_hook(broker, client) -> None:
     with broker.faults.record():
         assert broker.broker.faults is not None
     assert broker.broker.faults is None
+
+
+def test_a_stopping_broker_closes_the_files_it_records_to(tmp_path) -> None:
+    with running_broker(tmp_path / "data") as stopping:
+        recording = stopping.faults.record(tmp_path / "requests.jsonl")
+    assert recording.closed
+    assert stopping.faults.recordings() == []
