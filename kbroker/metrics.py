@@ -32,7 +32,6 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from kbroker.log.partition_log import FLUSH_OBSERVERS
 from kbroker.net.http import HttpAnswer, HttpRequest, plain, serve_http
 from wire import messages
 
@@ -107,12 +106,13 @@ class BrokerMetrics:
         self.failed_authentications: defaultdict[str, int] = defaultdict(int)  # by listener
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(self))
-        FLUSH_OBSERVERS.append(self.flushed)
+        self._flush_observers = running.broker.logs.flusher.flush_observers  # this broker's logs only
+        self._flush_observers.append(self.flushed)
 
     def close(self) -> None:
         """Stop observing log flushes (the endpoint is gone)."""
         with contextlib.suppress(ValueError):
-            FLUSH_OBSERVERS.remove(self.flushed)
+            self._flush_observers.remove(self.flushed)
 
     # --- the request path (called only while metrics are on) -----------------------------
 

@@ -106,6 +106,8 @@ class LogFlusher:
     def __init__(self, name: str = FLUSHER_THREAD_NAME, *, on_io_error: IoErrorHandler | None = None) -> None:
         self.name = name
         self.on_io_error = on_io_error
+        # told the seconds each log flush of this broker took, in the background or not (kbroker.metrics)
+        self.flush_observers: list[Callable[[float], object]] = []
         self._cond = threading.Condition()
         self._tasks: deque[_Task] = deque()
         self._busy = False

@@ -145,10 +145,6 @@ def _check_client_batch(header: BatchHeader) -> None:
         raise InvalidRecordError(f"invalid sequence number {header.base_sequence}")
 
 
-# told the seconds each flush() took (kbroker.metrics, while on); process-wide like Kafka's LogFlushStats
-FLUSH_OBSERVERS: list[Callable[[float], object]] = []
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -527,10 +523,12 @@ class PartitionLog:
             if self._closed or offset <= self._recovery_point:
                 return False
             sync, truncations = self._pending_sync_below(offset, snapshot), self._truncations
+        started = time.perf_counter()
         try:
             sync.run()
         finally:
             sync.close()
+        self._observe_flush(time.perf_counter() - started)
         with self.lock:
             return self._mark_flushed(offset, sync, truncations, now)
 
@@ -612,8 +610,13 @@ class PartitionLog:
         self._check_open()
         started = time.perf_counter()
         self._flush_upto(self._leo, _now_ms() if now_ms is None else now_ms)
-        for observe in FLUSH_OBSERVERS:
-            observe(time.perf_counter() - started)
+        self._observe_flush(time.perf_counter() - started)
+
+    def _observe_flush(self, seconds: float) -> None:
+        """Kafka's LogFlushRateAndTimeMs: every flush, explicit or the background one after a roll."""
+        if self._flusher is not None:
+            for observe in self._flusher.flush_observers:
+                observe(seconds)
 
     def _flush_upto(self, offset: int, now_ms: int) -> None:
         first = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)

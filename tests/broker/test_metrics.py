@@ -209,6 +209,28 @@ def test_each_log_flush_is_timed(broker: BrokerThread) -> None:
     assert value(broker, "kafka_log_logflushstats_logflushrateandtimems_count") > before
 
 
+@pytest.fixture
+def unflushed_broker(tmp_path: Path) -> Iterator[BrokerThread]:
+    """A second broker in this process, with metrics on and Kafka's default of no flush per append."""
+    with running_broker(tmp_path / "data", **{"prometheus.port": "0"}) as started:
+        yield started
+
+
+def test_the_background_flush_after_a_segment_roll_is_timed(unflushed_broker: BrokerThread) -> None:
+    topic = f"rolled-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": unflushed_broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "2048"})])[topic].result(TIMEOUT)
+    for _ in range(3):  # two batches never fit one segment: each append after the first rolls it, then flushes
+        produce(unflushed_broker, topic, [b"r" * 1000])
+    wait_for(lambda: value(unflushed_broker, "kafka_log_logflushstats_logflushrateandtimems_count") >= 1,
+             "a background flush timed")
+
+
+def test_a_broker_times_only_its_own_log_flushes(broker: BrokerThread, unflushed_broker: BrokerThread) -> None:
+    produce(broker, new_topic(broker), [b"flushed"])  # the module's broker fsyncs this append
+    assert value(unflushed_broker, "kafka_log_logflushstats_logflushrateandtimems_count") == 0
+
+
 def test_a_group_that_commits_offsets_is_counted(broker: BrokerThread) -> None:
     topic = new_topic(broker)
     before = value(broker, "kafka_coordinator_group_groupmetadatamanager_numgroups")
