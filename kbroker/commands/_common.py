@@ -12,9 +12,13 @@ from typing import Any
 KAFKA_ERROR_EXIT = 1
 
 
-def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+def add_bootstrap_server(parser: argparse.ArgumentParser, what: str = "the broker(s) to connect to") -> None:
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
-                        help="the broker(s) to connect to, as Kafka's tools; default 127.0.0.1:9092")
+                        help=f"{what}, as Kafka's tools; default 127.0.0.1:9092")
+
+
+def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap_server(parser)
     parser.add_argument("--command-config", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra client property (librdkafka names), repeatable")
     parser.add_argument("--json", action="store_true", help="print one JSON document (JSON lines for consume)")

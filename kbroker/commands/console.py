@@ -8,11 +8,12 @@ import signal
 import sys
 import threading
 
+from kbroker.commands._common import add_bootstrap_server
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("console", help="serve a web console (topics, messages, groups) for any broker")
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
-                        help="the broker(s) to show; default 127.0.0.1:9092")
+    add_bootstrap_server(parser, "the broker(s) to show")
     parser.add_argument("--host", default="127.0.0.1", help="address the console listens on; default 127.0.0.1")
     parser.add_argument("--port", type=int, default=8080, help="HTTP port; default 8080")
     parser.add_argument("--lag-interval", type=float, default=5.0, metavar="SECONDS",
