@@ -33,7 +33,7 @@ PROPERTY = "compat_matrix"  # user property carrying (client, scenarios) from a 
 UNCLASSIFIED = "(unclassified)"
 
 CLIENT_ORDER = ("confluent-kafka", "kafka-python", "aiokafka", "java", "kcat", "kafkajs", "pyspark", "kafka-tools",
-                "kafka-streams", "kbroker-cli")
+                "kafka-streams", "kbroker-cli", "kbroker-console")
 SCENARIO_ORDER = (
     "Metadata and broker discovery",
     "Produce and consume: keys, null keys, null values",
@@ -98,6 +98,9 @@ SCENARIO_ORDER = (
     "CLI: produce and consume",
     "CLI: consumer groups",
     "CLI: configs",
+    "Console: brokers and topics",
+    "Console: message browser and produce",
+    "Console: consumer groups and lag",
 )
 
 # A test's phases (setup, call, teardown) rank by severity: the worst one is the test's outcome.
