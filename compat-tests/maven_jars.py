@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 POM = Path(__file__).resolve().parent / "java" / "pom.xml"
-JAR_SETS = ("clients-3.9", "clients-4", "kafka-3.9", "kafka-4", "spark")
+JAR_SETS = ("clients-3.9", "clients-4", "kafka-3.9", "kafka-4", "spark", "junit")
 RESOLVE_TIMEOUT = 900
 
 
