@@ -167,6 +167,54 @@ def test_confluent_consumer_rejoins_after_session_expiry_and_resumes_from_commit
 
 
 @pytest.mark.client("confluent-kafka")
+@pytest.mark.scenario("Faults: expired session, rebalance, resume from committed offsets")
+def test_confluent_kip848_consumer_rejoins_after_session_expiry_and_resumes_from_committed_offset(broker) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for index in range(MESSAGES):
+        producer.produce(TOPIC, value=f"v{index}".encode())
+    producer.flush(20)
+    received: list = []
+    assigned_at: list[int] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "billing-848",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([TOPIC], on_assign=lambda _consumer, _partitions: assigned_at.append(len(received)))
+    received += _consume(consumer, MESSAGES // 2)
+    consumer.commit(asynchronous=False)
+    (member,) = broker.faults.expire_session("billing-848")
+    deadline = time.monotonic() + 30
+    while (len(assigned_at) < 2 or received[-1].offset() < MESSAGES - 1) and time.monotonic() < deadline:
+        received += _consume(consumer, 1, timeout=0.5)
+    consumer.close()
+    assert member
+    assert len(assigned_at) == 2  # assigned, fenced, then assigned again after joining with epoch 0
+    assert [m.offset() for m in received[assigned_at[1]:]] == list(range(MESSAGES // 2, MESSAGES))
+
+
+@pytest.mark.client("confluent-kafka")
+@pytest.mark.scenario("Faults: forced rebalance")
+def test_confluent_kip848_consumer_reconciles_to_the_epoch_of_a_forced_rebalance(broker) -> None:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "rebalanced-848",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    consumer.subscribe([TOPIC])
+    groups = broker.broker.coordinator.consumer_groups.groups
+    deadline = time.monotonic() + 30
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, "never assigned"
+        consumer.poll(0.2)
+    epoch = groups["rebalanced-848"].group_epoch
+    assert broker.faults.force_rebalance("rebalanced-848") is True
+    (member,) = groups["rebalanced-848"].members.values()
+    while member.member_epoch <= epoch:
+        assert time.monotonic() < deadline + 30, "the member never reconciled to the new epoch"
+        consumer.poll(0.2)
+        (member,) = groups["rebalanced-848"].members.values()
+    reconciled_to, group_epoch = member.member_epoch, groups["rebalanced-848"].group_epoch
+    consumer.close()
+    assert reconciled_to == group_epoch == epoch + 1
+
+
+@pytest.mark.client("confluent-kafka")
 @pytest.mark.scenario("Faults: coordinator loading, the consumer retries")
 def test_confluent_consumer_waits_out_a_loading_coordinator(broker) -> None:
     faults = broker.faults.coordinator_unavailable("COORDINATOR_LOAD_IN_PROGRESS", count=3)

@@ -319,14 +319,20 @@ class Faults:
                 for api in ("Fetch", "OffsetForLeaderEpoch", "ListOffsets")]
 
     def force_rebalance(self, group: str) -> bool:
-        """A classic consumer group starts a rebalance now: its members rejoin (heartbeats answer
-        REBALANCE_IN_PROGRESS). False when the group has no stable generation."""
-        return self._on_loop(lambda: self.broker.coordinator.groups.force_rebalance(group))
+        """The group rebalances now. A classic group's members rejoin (heartbeats answer REBALANCE_IN_PROGRESS);
+        a consumer-protocol (KIP-848) group moves to a new epoch its members reconcile to. False when the group
+        has nothing to rebalance (unknown, empty, or a classic group already rebalancing)."""
+        return self._on_loop(lambda: self._coordinator_of(group).force_rebalance(group))
 
     def expire_session(self, group: str, member_id: str | None = None) -> list[str]:
-        """End a classic group member's session now (every member's when None), as if its heartbeats stopped:
-        it is removed, the others rebalance, and its next request answers UNKNOWN_MEMBER_ID."""
-        return self._on_loop(lambda: self.broker.coordinator.groups.expire_sessions(group, member_id))
+        """End a member's session now (every member's when None), as if its heartbeats stopped: it is removed,
+        the others rebalance, and its next request answers UNKNOWN_MEMBER_ID. Classic and KIP-848 groups."""
+        return self._on_loop(lambda: self._coordinator_of(group).expire_sessions(group, member_id))
+
+    def _coordinator_of(self, group: str):
+        """The coordinator of the group's protocol: consumer (KIP-848) groups have their own."""
+        coordinator = self.broker.coordinator
+        return coordinator.consumer_groups if group in coordinator.consumer_groups.groups else coordinator.groups
 
     def truncate_log(self, topic: str, partition: int, offset: int) -> bool:
         """DATA LOSS, as after an unclean leader election: the partition's log loses every batch from `offset` on

@@ -891,6 +891,30 @@ class ConsumerGroupCoordinator:
                     fenced.append((group.group_id, member_id))
         return fenced
 
+    def force_rebalance(self, group_id: str) -> bool:
+        """A test's fault (kbroker.faults): the group moves to a new epoch, as when a subscription changes, so
+        every member reconciles to a freshly computed target on its next heartbeat; False without members."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return False
+        with self._recording(group_id):
+            group.group_epoch += 1
+        log.info("[GroupId %s] Bumped group epoch to %d (a rebalance forced by a test).", group_id,
+                 group.group_epoch)
+        return True
+
+    def expire_sessions(self, group_id: str, member_id: str | None = None) -> list[str]:
+        """A test's fault (kbroker.faults): `member_id` (every member when None) is fenced as if its session had
+        timed out; its next heartbeat answers UNKNOWN_MEMBER_ID and it joins again with epoch 0."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        expiring = [each for each in group.members if member_id is None or each == member_id]
+        with self._recording(group_id):
+            for each in expiring:
+                self._fence_expired(group, each, "its session was expired by a test (kbroker.faults)")
+        return expiring
+
     def _fence_expired(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
         log.info("[GroupId %s] Member %s fenced from the group because %s.", group.group_id, member_id, reason)
         self.fence(group, member_id)
