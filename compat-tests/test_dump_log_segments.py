@@ -6,12 +6,18 @@ with keys and headers, an idempotent producer (so a .snapshot holds its state), 
 has rewritten, and committed offsets; it is stopped cleanly, and Kafka's tool reads every .log, .index,
 .timeindex and .snapshot file: each batch valid and at the right offsets, every index entry pointing at the
 right batch, the producer state, the offset commits and the transaction coordinator's state decoded.
+
+The same files (and hand-built ones holding what a healthy broker rarely writes) are then dumped by
+`kbroker dump-log` with the same options: its output must be Kafka's tool's, byte for byte.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +25,14 @@ import kafka_tools
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kbroker.log.offset_index import OffsetIndex
+from kbroker.log.time_index import TimeIndex
+from kbroker.log.transaction_index import AbortedTxn, TransactionIndex
 from kbroker.testing import BrokerProcess
+from wire import messages
+from wire.records import LOG_APPEND_TIME, Record, build_batch, build_end_txn_batch
 
+import kafka_process
 import settle
 
 pytestmark = [pytest.mark.client("kafka-tools"),
@@ -30,6 +42,7 @@ TOPIC = "codecs"
 COMPACTED = "compacted"
 GROUP = "dump-group"
 TRANSACTIONAL_ID, TRANSACTIONAL_TOPIC = "dump-txn", "transactional"
+ABORTED_ID = "dump-aborted"
 RECORDS = 400  # per codec, in several batches
 KEYS, ROUNDS = 10, 30  # the compacted topic: every key written ROUNDS times
 TIMEOUT = 30
@@ -79,6 +92,16 @@ def commit_transaction(bootstrap: str) -> None:
     producer.commit_transaction(TIMEOUT)
 
 
+def abort_transaction(bootstrap: str) -> None:
+    """One aborted transaction (its own transactional id): the transactional partition's .txnindex holds it."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": ABORTED_ID})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    producer.produce(TRANSACTIONAL_TOPIC, b"aborted", partition=0)
+    producer.flush(TIMEOUT)
+    producer.abort_transaction(TIMEOUT)
+
+
 def compacted_count(bootstrap: str) -> int:
     """Records a consumer reads from the compacted topic (fewer than written once the cleaner has run)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "counter", "enable.partition.eof": True,
@@ -107,6 +130,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         commit_offsets(broker.bootstrap)
         settle.create_topic(broker.bootstrap, TRANSACTIONAL_TOPIC, 1)
         commit_transaction(broker.bootstrap)
+        abort_transaction(broker.bootstrap)
         cleaned = settle.eventually(lambda: compacted_count(broker.bootstrap), lambda count: count < KEYS * ROUNDS)
         assert cleaned < KEYS * ROUNDS, "the log cleaner never compacted the topic"
     finally:
@@ -206,3 +230,262 @@ def test_transaction_state_decodes_with_kafkas_transaction_log_decoder(data_dir:
             states.append((data["transactionStatus"], data["transactionPartitions"]))
     in_it = [{"topic": TRANSACTIONAL_TOPIC, "partitionIds": [0]}]
     assert states == [("Empty", None), ("Ongoing", in_it), ("PrepareCommit", in_it), ("CompleteCommit", [])]
+
+
+# --- `kbroker dump-log` against Kafka's tool, byte for byte ----------------------------------------------------
+
+PARTITIONS = (*(f"{TOPIC}-{partition}" for partition in range(len(CODECS))), f"{COMPACTED}-0",
+              f"{TRANSACTIONAL_TOPIC}-0")
+T0 = 1_700_000_000_000  # timestamps of the hand-built files
+VERSION = struct.Struct(">h")
+
+
+def kbroker_dump(*files: Path, options: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """`kbroker dump-log` over `files`, both streams as bytes."""
+    return subprocess.run([sys.executable, "-m", "kbroker.cli", "dump-log", "--files", ",".join(map(str, files)),
+                           *options], capture_output=True, timeout=kafka_tools.TIMEOUT, check=check)
+
+
+def kafka_dump_streams(*files: Path, options: tuple[str, ...] = (),
+                       check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """Kafka's DumpLogSegments with its stderr too (dump() keeps only stdout and refuses reported problems, which
+    the hand-built files below hold on purpose)."""
+    command = [kafka_process.java(), *kafka_tools.JVM, "-cp", kafka_tools.classpath(),
+               kafka_tools.main_class("DumpLogSegments"), "--files", ",".join(map(str, files)), *options]
+    return subprocess.run(command, capture_output=True, timeout=kafka_tools.TIMEOUT, check=check)
+
+
+def assert_same_stdout(files: list[Path], options: tuple[str, ...] = ()) -> str:
+    expected = dump(*files, options=options)
+    assert kbroker_dump(*files, options=options).stdout.decode() == expected
+    return expected
+
+
+def assert_same_streams(files: list[Path], options: tuple[str, ...] = ()) -> bytes:
+    """Identical stdout and stderr; returns Kafka's stderr, for the caller to check it reports something."""
+    kafka, ours = kafka_dump_streams(*files, options=options), kbroker_dump(*files, options=options)
+    assert ours.stdout == kafka.stdout
+    assert ours.stderr == kafka.stderr
+    return kafka.stderr
+
+
+def files_of(data_dir: Path, *suffixes: str) -> list[Path]:
+    return [file for partition in PARTITIONS for suffix in suffixes
+            for file in segment_files(data_dir, partition, suffix)]
+
+
+def coordinator_logs(data_dir: Path, topic: str) -> list[Path]:
+    return [log for log in sorted(data_dir.glob(f"{topic}-*/*.log")) if log.stat().st_size]
+
+
+def test_dump_log_prints_batches_as_kafka(data_dir: Path) -> None:
+    """Shallow iteration over every codec's, the compacted and the transactional partition's segments."""
+    assert "baseOffset: 0 " in assert_same_stdout(files_of(data_dir, ".log"))
+
+
+def test_dump_log_prints_every_record_of_every_codec_as_kafka(data_dir: Path) -> None:
+    """--deep-iteration --print-data-log: records, keys, headers and values, control markers included; the
+    non-consecutive offsets the cleaner left are reported on stderr as Kafka reports them."""
+    stderr = assert_same_streams(files_of(data_dir, ".log"), ("--deep-iteration", "--print-data-log"))
+    assert b"Non-consecutive offsets in" in stderr
+
+
+def test_dump_log_deep_iteration_without_data_matches_kafka(data_dir: Path) -> None:
+    assert "| offset: " in assert_same_stdout(files_of(data_dir, ".log"), ("--deep-iteration",))
+
+
+def test_dump_log_skip_record_metadata_matches_kafka(data_dir: Path) -> None:
+    output = assert_same_stdout(files_of(data_dir, ".log"), ("--print-data-log", "--skip-record-metadata"))
+    assert "| key: key-0 payload: " in output
+
+
+def test_dump_log_max_bytes_stops_where_kafka_stops(data_dir: Path) -> None:
+    assert_same_stdout(files_of(data_dir, ".log"), ("--max-bytes", "3000"))
+
+
+def test_dump_log_prints_indexes_as_kafka(data_dir: Path) -> None:
+    output = assert_same_stdout(files_of(data_dir, ".index", ".timeindex"))
+    assert "offset: " in output and "timestamp: " in output
+
+
+def test_dump_log_index_sanity_check_matches_kafka(data_dir: Path) -> None:
+    assert "passed sanity check" in assert_same_stdout(files_of(data_dir, ".index", ".timeindex"),
+                                                       ("--index-sanity-check",))
+
+
+def test_dump_log_verify_index_only_matches_kafka(data_dir: Path) -> None:
+    assert_same_streams(files_of(data_dir, ".index", ".timeindex"), ("--verify-index-only",))
+
+
+def test_dump_log_prints_producer_snapshots_as_kafka(data_dir: Path) -> None:
+    assert "producerId: " in assert_same_stdout(files_of(data_dir, ".snapshot"))
+
+
+def test_dump_log_prints_the_transaction_index_as_kafka(data_dir: Path) -> None:
+    output = assert_same_stdout(segment_files(data_dir, f"{TRANSACTIONAL_TOPIC}-0", ".txnindex"))
+    assert "version: 0 producerId: " in output
+
+
+def test_dump_log_offsets_decoder_matches_kafka(data_dir: Path) -> None:
+    output = assert_same_stdout(coordinator_logs(data_dir, "__consumer_offsets"), ("--offsets-decoder",))
+    assert f'"group":"{GROUP}"' in output
+
+
+def test_dump_log_transaction_log_decoder_matches_kafka(data_dir: Path) -> None:
+    output = assert_same_stdout(coordinator_logs(data_dir, "__transaction_state"), ("--transaction-log-decoder",))
+    assert '"transactionStatus":"CompleteAbort"' in output
+
+
+def edge_records() -> list[bytes]:
+    """Batches kbroker's broker does not write every day: tombstone and null key, invalid UTF-8, LogAppendTime,
+    a delete horizon, a sequence wrapping, an abort marker, a gap in the offsets."""
+    return [
+        build_batch([Record(0, T0, b"k0", b"v0", [("h", b"x")]), Record(1, T0 + 5, None, b"no key", [])]),
+        build_batch([Record(2, T0 + 1, b"gone", None, [("a", None), ("b", b"")])], base_offset=2, codec=1),
+        build_batch([Record(3, T0 + 2, b"\xff\xfebad", b"caf\xc3\xa9 \xe2\x82", [])], base_offset=3,
+                    timestamp_type=LOG_APPEND_TIME, max_timestamp=T0 + 9),
+        build_batch([Record(4, T0 + 3, b"dh", b"v", [])], base_offset=4, delete_horizon_ms=T0 + 100),
+        build_batch([Record(5, T0 + 4, b"t", b"txn", [])], base_offset=5, producer_id=7, producer_epoch=1,
+                    base_sequence=2**31 - 1, is_transactional=True),
+        build_end_txn_batch(False, producer_id=7, producer_epoch=1, coordinator_epoch=3, timestamp=T0 + 5,
+                            base_offset=6),
+        build_batch([Record(9, T0 + 6, b"gap", b"after a gap", [])], base_offset=9, codec=4),
+    ]
+
+
+@pytest.fixture(scope="module")
+def edge_segment(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """A hand-built segment whose every file holds something for the tool to report: trailing garbage, index
+    entries naming the wrong batch, time index entries out of order or on the wrong offset, aborted
+    transactions; plus an empty index and a file of no known kind."""
+    partition = tmp_path_factory.mktemp("edge") / "edge-0"
+    partition.mkdir()
+    batches = edge_records()
+    positions = [sum(map(len, batches[:index])) for index in range(len(batches))]
+    log = partition / "00000000000000000000.log"
+    log.write_bytes(b"".join(batches) + b"\x00\x01\x02garbage")
+    index = partition / "00000000000000000000.index"
+    index.write_bytes(b"".join(struct.pack(">ii", offset, positions[batch])
+                               for offset, batch in ((2, 2), (4, 3), (6, 3))))
+    time_index = partition / "00000000000000000000.timeindex"
+    time_index.write_bytes(b"".join(struct.pack(">qi", T0 + delta, offset)
+                                    for delta, offset in ((1, 2), (1, 3), (50, 4), (60, 8))))
+    txn_index = TransactionIndex(partition / "00000000000000000000.txnindex", 0)
+    txn_index.append(AbortedTxn(7, 5, 6, 5))
+    txn_index.append(AbortedTxn(8, 10, 12, 9))
+    txn_index.close()
+    (partition / "00000000000000000010.log").write_bytes(b"")
+    (partition / "00000000000000000010.index").write_bytes(b"")
+    (partition / "00000000000000000000.other").write_bytes(b"x")
+    return [log, index, time_index, partition / "00000000000000000000.txnindex",
+            partition / "00000000000000000010.index", partition / "00000000000000000000.other"]
+
+
+@pytest.mark.parametrize("options", [(), ("--deep-iteration", "--print-data-log"), ("--verify-index-only",),
+                                     ("--print-data-log", "--skip-record-metadata"), ("--index-sanity-check",)],
+                         ids=["shallow", "deep", "verify", "skip-metadata", "sanity"])
+def test_dump_log_reports_problems_of_hand_built_files_as_kafka(edge_segment: list[Path],
+                                                                options: tuple[str, ...]) -> None:
+    """Both streams identical, the problems reported on stderr included."""
+    assert b"Ignoring unknown file" in assert_same_streams(edge_segment, options)
+
+
+def versioned(version: int, message: object) -> bytes:
+    return VERSION.pack(version) + bytes(messages.encode(message, version))
+
+
+def group_records() -> list[tuple[bytes, bytes | None]]:
+    """__consumer_offsets records of every kind the decoder shapes differently: a commit, tombstones, a
+    consumer group's members (subscription and assignment decoded, or kept as bytes when they do not parse),
+    a KIP-848 record, a record type it does not know."""
+    subscription = versioned(1, messages.ConsumerProtocolSubscription(topics=["t1", "t2"], owned_partitions=[]))
+    assigned = messages.classes("ConsumerProtocolAssignment")["TopicPartition"](topic="t1", partitions=[0, 1])
+    assignment = versioned(1, messages.ConsumerProtocolAssignment(assigned_partitions=[assigned], user_data=b"\1\2"))
+    member = messages.classes("GroupMetadataValue")["MemberMetadata"]
+
+    def group(generation: int, subscription: bytes, assignment: bytes) -> bytes:
+        return versioned(3, messages.GroupMetadataValue(
+            protocol_type="consumer", generation=generation, protocol="range", leader="m-1",
+            current_state_timestamp=T0, members=[member(
+                member_id="m-1", group_instance_id=None, client_id='c"1\n', client_host="/127.0.0.1",
+                rebalance_timeout=300000, session_timeout=45000, subscription=subscription, assignment=assignment)]))
+
+    return [
+        (versioned(1, messages.OffsetCommitKey(group="g", topic="t1", partition=0)),
+         versioned(3, messages.OffsetCommitValue(offset=5, leader_epoch=2, metadata="méta", commit_timestamp=T0))),
+        (versioned(1, messages.OffsetCommitKey(group="g", topic="t1", partition=1)), None),
+        (versioned(2, messages.GroupMetadataKey(group="g")), group(3, subscription, assignment)),
+        (versioned(2, messages.GroupMetadataKey(group="g2")), group(4, b"\0", b"")),
+        (versioned(2, messages.GroupMetadataKey(group="g")), None),
+        (versioned(3, messages.ConsumerGroupMetadataKey(group_id="cg")),
+         versioned(0, messages.ConsumerGroupMetadataValue(epoch=7))),
+        (VERSION.pack(99) + b"junk", b"x"),
+    ]
+
+
+def transaction_records() -> list[tuple[bytes, bytes | None]]:
+    """A transactions-v2 state (version 1, with tagged fields) and a tombstone."""
+    partitions = messages.classes("TransactionLogValue")["PartitionsSchema"](topic="a", partition_ids=[0, 2])
+    value = messages.TransactionLogValue(
+        producer_id=9, producer_epoch=2, transaction_timeout_ms=1000, transaction_status=3,
+        transaction_partitions=[partitions], transaction_last_update_timestamp_ms=T0,
+        transaction_start_timestamp_ms=T0 - 1)
+    value.client_transaction_version, value.previous_producer_id, value.next_producer_id = 2, 8, -1
+    key = versioned(0, messages.TransactionLogKey(transactional_id="tx"))
+    return [(key, versioned(1, value)), (key, None)]
+
+
+def write_records(path: Path, records: list[tuple[bytes, bytes | None]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(build_batch([Record(offset, T0 + offset, key, value, [])], base_offset=offset)
+                              for offset, (key, value) in enumerate(records)))
+    return path
+
+
+def test_dump_log_offsets_decoder_shapes_every_group_record_as_kafka(tmp_path: Path) -> None:
+    log = write_records(tmp_path / "__consumer_offsets-0" / "00000000000000000000.log", group_records())
+    assert_same_streams([log], ("--offsets-decoder",))
+
+
+def test_dump_log_transaction_log_decoder_shapes_tagged_fields_and_tombstones_as_kafka(tmp_path: Path) -> None:
+    log = write_records(tmp_path / "__transaction_state-0" / "00000000000000000000.log", transaction_records())
+    assert_same_streams([log], ("--transaction-log-decoder",))
+
+
+@pytest.fixture(scope="module")
+def preallocated_indexes(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Indexes as an active segment leaves them (kbroker's own index code, flushed, not trimmed): zero slots
+    after the entries, which Kafka's tool reads as entries too. One segment has no entry at all."""
+    partition = tmp_path_factory.mktemp("preallocated") / "active-0"
+    partition.mkdir()
+    files = []
+    for base, records, indexed in ((0, 3, False), (3, 2, True)):
+        name = f"{base:020d}"
+        batches = [build_batch([Record(offset, T0 + offset, b"k", b"v", [])], base_offset=offset)
+                   for offset in range(base, base + records)]
+        (partition / f"{name}.log").write_bytes(b"".join(batches))
+        index, time_index = OffsetIndex(partition / f"{name}.index", base, 64), TimeIndex(
+            partition / f"{name}.timeindex", base, 48)
+        if indexed:
+            index.append(base + 1, len(batches[0]))
+            time_index.maybe_append(T0 + base + 1, base + 1)
+        index.flush()
+        time_index.flush()
+        files += [index.path, time_index.path]
+    return files
+
+
+@pytest.mark.parametrize("options", [(), ("--verify-index-only",)], ids=["print", "verify"])
+def test_dump_log_reads_preallocated_index_slots_as_kafka(preallocated_indexes: list[Path],
+                                                          options: tuple[str, ...]) -> None:
+    assert_same_streams(preallocated_indexes, options)
+
+
+def test_dump_log_sanity_check_fails_on_a_preallocated_time_index_as_kafka(preallocated_indexes: list[Path]) -> None:
+    """Kafka's check refuses a time index whose last slot is zero: both tools stop there, with the same output
+    so far and a failing exit code (Kafka's stack trace is not copied)."""
+    kafka = kafka_dump_streams(*preallocated_indexes, options=("--index-sanity-check",), check=False)
+    ours = kbroker_dump(*preallocated_indexes, options=("--index-sanity-check",), check=False)
+    assert ours.stdout == kafka.stdout
+    assert kafka.returncode != 0 and ours.returncode != 0
+    assert b"Corrupt time index found" in kafka.stderr and b"Corrupt time index found" in ours.stderr
