@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 current_connection: contextvars.ContextVar[Any] = contextvars.ContextVar("current_connection", default=None)
 
 ACTIONS = ("close_before", "close_after", "hang", "reset")
+METADATA = 3  # its errors are per topic: see _metadata_with_error
 # errors Kafka reports where the request names the group or coordinator, not per partition
 _OUTERMOST_ERRORS = frozenset({
     ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -156,6 +157,8 @@ class Fault:
             return False
         if self.group is not None and self.group not in _groups_named(request):
             return False
+        if header.request_api_key == METADATA:  # names topics, not partitions; none named means all of them
+            return self.topic is None or request.topics is None or any(t.name == self.topic for t in request.topics)
         if self.topic is not None or self.partition is not None:
             return bool(_split(request, self.topic, self.partition)[1])
         return True
@@ -444,6 +447,8 @@ class Faults:
     async def _answer(self, erring: Fault | None, header, request, handle) -> Any:
         if erring is None:
             return await handle(request)
+        if header.request_api_key == METADATA:
+            return _metadata_with_error(await handle(request), erring)
         version = header.request_api_version
         if erring.topic is None and erring.partition is None:
             return error_response(header.request_api_key, version, request, erring.error)
@@ -456,6 +461,22 @@ class Faults:
 
 
 # --- shaping an error response from the schema ------------------------------------------------------
+
+
+def _metadata_with_error(response, fault: Fault):
+    """Metadata's errors are per topic (or per partition): the brokers and the controller stay in the answer, as
+    Kafka keeps them, and every topic the fault names (all of them, even for a request naming none) carries the
+    error, on its partition alone when the fault names one."""
+    for topic in response.topics:
+        if fault.topic is not None and topic.name != fault.topic:
+            continue
+        if fault.partition is None:
+            topic.error_code, topic.partitions = fault.error, []
+            continue
+        for partition in topic.partitions:
+            if partition.partition_index == fault.partition:
+                partition.error_code = fault.error
+    return response
 
 
 def _served_apis() -> frozenset[int]:

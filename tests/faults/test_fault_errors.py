@@ -172,3 +172,21 @@ def test_rate_with_count_stops_after_count(broker, client) -> None:
         for _ in range(5):
             client.call(PRODUCE, 9, produce_request({TOPIC: [0]}))
     assert fault.fired == 2
+
+
+def test_a_metadata_error_marks_every_topic_of_an_all_topics_request_and_keeps_the_brokers(broker, client) -> None:
+    with broker.faults.inject(api="Metadata", error="LEADER_NOT_AVAILABLE", count=1):
+        answered = client.call(3, 12, messages.MetadataRequest(topics=None))
+    assert [broker_.node_id for broker_ in answered.brokers] == [broker.broker.node_id]
+    assert answered.controller_id == broker.broker.node_id
+    assert {topic.name: topic.error_code for topic in answered.topics} == {TOPIC: ErrorCode.LEADER_NOT_AVAILABLE}
+
+
+def test_a_metadata_error_for_one_partition_marks_that_partition_alone(broker, client) -> None:
+    request = messages.MetadataRequest(topics=[messages.classes("MetadataRequest")["MetadataRequestTopic"](
+        name=TOPIC, topic_id=None)])
+    with broker.faults.inject(api="Metadata", error="LEADER_NOT_AVAILABLE", topic=TOPIC, partition=1, count=1):
+        (topic,) = client.call(3, 12, request).topics
+    assert topic.error_code == ErrorCode.NONE
+    assert {p.partition_index: p.error_code for p in topic.partitions} == {0: ErrorCode.NONE,
+                                                                          1: ErrorCode.LEADER_NOT_AVAILABLE}
