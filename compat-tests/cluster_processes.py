@@ -26,6 +26,7 @@ import kafka_process
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 60
+START_TIMEOUT = 240  # past a Kafka JVM's own start limit (kafka_process, 120 s) plus a predecessor's registration
 
 
 class BrokerExited(RuntimeError):
@@ -38,18 +39,18 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT
     that is starting or moving refuses) unless it is one of `give_up`; TimeoutError naming `what` and the last
     exception after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
+    last: str | None = None  # its text only: a kept exception's traceback would keep the callers' clients alive
     while True:
         try:
             found = condition()
         except give_up:
             raise
         except Exception as error:
-            found, last = None, error
+            found, last = None, repr(error)
         if found:
             return found
         if time.monotonic() > deadline:
-            raise TimeoutError(f"not within {timeout} s: {what}" + (f" (last error: {last!r})" if last else ""))
+            raise TimeoutError(f"not within {timeout} s: {what}" + (f" (last error: {last})" if last else ""))
         time.sleep(every)
 
 
@@ -172,9 +173,12 @@ KINDS: dict[str, type[ClusterBroker]] = {"kbroker": KbrokerProcess, "kafka-3.9":
 def start_all(brokers: Collection[ClusterBroker]) -> None:
     """Starts them side by side (Kafka's start returns only once it serves, and a JVM takes seconds); raises the
     first failure once every start has returned."""
-    with concurrent.futures.ThreadPoolExecutor(max(1, len(brokers))) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, len(brokers)))
+    try:
         for future in [pool.submit(broker.start) for broker in brokers]:
-            future.result()
+            future.result(START_TIMEOUT)
+    finally:  # never wait on a stuck start here: the test's timeout must be able to end the test
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def names_everyone(via: str, broker_ids: Collection[int]) -> bool:

@@ -39,6 +39,7 @@ def test_kbroker_cluster_starts_zookeeper_and_brokers_and_stops_them_all_on_ctrl
     command = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "cluster", "--brokers", "2", "--zookeeper-jars",
                                 str(jars), "--data-dir", str(tmp_path), "--base-port", "0"],
                                cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    admin = producer = None
     try:
         bootstrap = command.stdout.readline().strip()  # once every broker registered and a controller is elected
         zookeeper = command.stdout.readline().strip()
@@ -57,6 +58,8 @@ def test_kbroker_cluster_starts_zookeeper_and_brokers_and_stops_them_all_on_ctrl
         (listed,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("dev-group")]).values()
         assert [(p.partition, p.offset) for p in listed.result(60).topic_partitions] == [(0, 3)]
     finally:
+        admin = producer = None  # destroyed now, while their brokers still answer (librdkafka's destroy can wedge
+        # on brokers gone away, and a garbage collection later would run it inside another test)
         command.send_signal(signal.SIGINT)
         code = command.wait(150)
     assert code == 0
