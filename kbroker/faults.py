@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 current_connection: contextvars.ContextVar[Any] = contextvars.ContextVar("current_connection", default=None)
 
 ACTIONS = ("close_before", "close_after", "hang", "reset")
+MOVE_TIMEOUT_S = 30.0  # a real leadership move (cluster mode) is done by then, or fails
 METADATA = 3  # its errors are per topic: see _metadata_with_error
 # errors Kafka reports where the request names the group or coordinator, not per partition
 _OUTERMOST_ERRORS = frozenset({
@@ -311,15 +312,53 @@ class Faults:
     def leadership_moved(self, topic: str, partition: int | None = None, *, count: int | None = None) -> list[Fault]:
         """As a client sees a leader moving away: produce, fetch, list-offsets and leader-epoch requests for the
         partition answer NOT_LEADER_OR_FOLLOWER (a single node stays the leader, so the client finds it again
-        through Metadata once the faults are removed or used up)."""
+        through Metadata once the faults are removed or used up). In a cluster, `move_leadership` is the real
+        move; this stays for "what the client sees" tests."""
         return [self.inject(api, "NOT_LEADER_OR_FOLLOWER", topic=topic, partition=partition, count=count)
                 for api in ("Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch")]
 
     def leader_epoch_bumped(self, topic: str, partition: int | None = None, *,
                             count: int | None = None) -> list[Fault]:
-        """As a follower or consumer sees a newer leader epoch: its fetches answer FENCED_LEADER_EPOCH."""
+        """As a follower or consumer sees a newer leader epoch: its fetches answer FENCED_LEADER_EPOCH. In a
+        cluster, `move_leadership` really bumps the epoch (every election does)."""
         return [self.inject(api, "FENCED_LEADER_EPOCH", topic=topic, partition=partition, count=count)
                 for api in ("Fetch", "OffsetForLeaderEpoch", "ListOffsets")]
+
+    def move_leadership(self, topic: str, partition: int | None = None, to: int | None = None, *,
+                        timeout: float = MOVE_TIMEOUT_S) -> dict[int, int]:
+        """Cluster mode: REALLY move the partition's leadership (every partition of the topic when None) to broker
+        `to`, else to the next in-sync replica after the leader, as an operator does with Kafka's tools; the
+        leader epoch goes up, as with every election. Returns {partition: new leader} once this broker's metadata
+        shows them. From any thread but the broker's event loop (there, await `move_leadership_async`)."""
+        loop = self._loop_of_broker()
+        if not _other_thread(loop):
+            raise RuntimeError("move_leadership waits for the broker's event loop: on it, await "
+                               "move_leadership_async instead")
+        moving = self.move_leadership_async(topic, partition, to, timeout=timeout)
+        return asyncio.run_coroutine_threadsafe(moving, loop).result(timeout + 5)
+
+    async def move_leadership_async(self, topic: str, partition: int | None = None, to: int | None = None, *,
+                                    timeout: float = MOVE_TIMEOUT_S) -> dict[int, int]:
+        """`move_leadership` on the broker's event loop: AlterPartitionReassignments with the new leader first in
+        the same replica set, then a PREFERRED ElectLeaders, both sent to the controller over the Kafka protocol
+        (so any broker can ask, the controller or not), then a wait for this broker's metadata."""
+        member = self._cluster_member()
+        moves = _planned_moves(member.metadata, topic, partition, to)
+        deadline = asyncio.get_running_loop().time() + timeout
+        log.warning("fault injected: leadership of %s moves (partition: new leader) %s", topic,
+                    {p: move.leader for p, move in moves.items()})
+        await _ask_controller(member, 45, 0, _reassignment_request(topic, moves), _reassignment_errors, deadline)
+        await _ask_controller(member, 43, 1, _election_request(topic, moves, deadline), _election_errors, deadline)
+        await _until_leaders_shown(member.metadata, topic, moves, deadline)
+        return {p: move.leader for p, move in moves.items()}
+
+    def _cluster_member(self):
+        """The broker's cluster membership; a single node has no other replica to move leadership to."""
+        member = getattr(self.broker, "cluster", None)
+        if member is None:
+            raise ValueError("move_leadership needs a cluster (zookeeper.connect): a single node is every "
+                             "partition's only replica; leadership_moved shows a client what a move looks like")
+        return member
 
     def force_rebalance(self, group: str) -> bool:
         """The group rebalances now. A classic group's members rejoin (heartbeats answer REBALANCE_IN_PROGRESS);
@@ -458,6 +497,134 @@ class Faults:
             return failed_part
         handled = await handle(kept)
         return _merged(handled, failed_part)
+
+
+# --- a real leadership move (cluster mode), through the controller -------------------------------------------
+
+_CLIENT_ID = "kbroker-faults"
+_CONTROLLER_RETRY_S = 0.2
+_LEADER_CHECK_S = 0.05
+_CONTROLLER_MOVED = frozenset({ErrorCode.NOT_CONTROLLER})
+
+
+class LeadershipMoveFailed(RuntimeError):
+    """The controller refused a step of the move (the partition changed meanwhile, or it is being reassigned)."""
+
+
+@dataclass(frozen=True)
+class _Move:
+    leader: int                 # the broker that leads once the move is done
+    replicas: tuple[int, ...]   # the same replica set, `leader` first: the preferred leader
+
+
+def _planned_moves(cache, topic: str, partition: int | None, to: int | None) -> dict[int, _Move]:
+    """Each partition's move, checked against this broker's metadata before anything is sent: all or none."""
+    if not cache.contains(topic):
+        raise ValueError(f"unknown topic {topic!r}")
+    states = cache.partitions(topic) if partition is None else [cache.partition(topic, partition)]
+    if states == [None]:
+        raise ValueError(f"unknown partition {topic}-{partition}")
+    moves = {}
+    for state in states:
+        if to is not None and state.leader == to and partition is None:
+            continue  # already where every partition goes
+        leader = _new_leader(cache, state, to)
+        moves[state.partition] = _Move(leader, (leader, *(r for r in state.replicas if r != leader)))
+    if not moves:
+        raise ValueError(f"broker {to} already leads every partition of {topic}")
+    return moves
+
+
+def _new_leader(cache, state, to: int | None) -> int:
+    """`to` when it may lead, else the first in-sync live replica after the current leader in replica order."""
+    where = f"{state.topic}-{state.partition}"
+    eligible = [r for r in state.replicas if r != state.leader and r in state.isr and cache.alive_broker(r) is not None]
+    if to is not None:
+        if to == state.leader:
+            raise ValueError(f"broker {to} already leads {where}")
+        if to not in eligible:
+            raise ValueError(f"broker {to} cannot lead {where}: it is not a live in-sync replica "
+                             f"(replicas {list(state.replicas)}, in sync {list(state.isr)})")
+        return to
+    if not eligible:
+        raise ValueError(f"no other in-sync replica to lead {where} (leader {state.leader}, replicas "
+                         f"{list(state.replicas)}, in sync {list(state.isr)})")
+    after = state.replicas.index(state.leader) + 1 if state.leader in state.replicas else 0
+    ring = state.replicas[after:] + state.replicas[:after]
+    return next(r for r in ring if r in eligible)
+
+
+def _reassignment_request(topic: str, moves: dict[int, _Move]):
+    R = messages.AlterPartitionReassignmentsRequest
+    partitions = [R.ReassignablePartition(partition_index=p, replicas=list(m.replicas)) for p, m in moves.items()]
+    return R(timeout_ms=int(MOVE_TIMEOUT_S * 1000), topics=[R.ReassignableTopic(name=topic, partitions=partitions)])
+
+
+def _election_request(topic: str, moves: dict[int, _Move], deadline: float):
+    R = messages.ElectLeadersRequest
+    remaining_ms = max(int((deadline - asyncio.get_running_loop().time()) * 1000), 1)
+    return R(election_type=0, timeout_ms=remaining_ms,  # 0: PREFERRED, the first replica of the assignment
+             topic_partitions=[R.TopicPartitions(topic=topic, partitions=list(moves))])
+
+
+def _reassignment_errors(response) -> list[tuple[int, str]]:
+    if response.error_code:
+        return [(response.error_code, response.error_message or "")]
+    return [(p.error_code, f"partition {p.partition_index}: {p.error_message or _error_name(p.error_code)}")
+            for t in response.responses for p in t.partitions if p.error_code]
+
+
+def _election_errors(response) -> list[tuple[int, str]]:
+    if response.error_code:
+        return [(response.error_code, str(_error_name(response.error_code)))]
+    return [(p.error_code, f"partition {p.partition_id}: {p.error_message or _error_name(p.error_code)}")
+            for t in response.replica_election_results for p in t.partition_result
+            if p.error_code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)]  # not needed: it leads already
+
+
+async def _ask_controller(member, api_key: int, version: int, request,
+                          errors_of: Callable[[Any], list[tuple[int, str]]], deadline: float) -> None:
+    """One request to the active controller (found in this broker's metadata) in a worker thread, so the event
+    loop keeps serving; asked again while there is no controller or it moved, until `deadline`."""
+    from kbroker.net.one_request import call
+
+    loop = asyncio.get_running_loop()
+    name = messages.api(api_key).name
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError(f"{name}: no active controller answered in time")
+        endpoint = member.controller_endpoint()
+        if endpoint is None:
+            await asyncio.sleep(_CONTROLLER_RETRY_S)
+            continue
+        if endpoint.security_protocol != "PLAINTEXT":
+            raise LeadershipMoveFailed(f"the controller's inter-broker listener is {endpoint.security_protocol}: "
+                                       "move_leadership speaks PLAINTEXT only")
+        response = await loop.run_in_executor(None, call, endpoint.host, endpoint.port, api_key, version, request,
+                                              _CLIENT_ID, min(remaining, 15))
+        failed = errors_of(response)
+        if not failed:
+            return
+        if all(code in _CONTROLLER_MOVED for code, _ in failed):
+            await asyncio.sleep(_CONTROLLER_RETRY_S)  # the metadata names the new controller shortly
+            continue
+        if any(code == ErrorCode.REQUEST_TIMED_OUT for code, _ in failed):
+            raise TimeoutError(f"{name}: the controller elected but did not see the new leaders in time")
+        raise LeadershipMoveFailed(f"{name} refused by the controller: " + "; ".join(text for _, text in failed))
+
+
+async def _until_leaders_shown(cache, topic: str, moves: dict[int, _Move], deadline: float) -> None:
+    """Returns once this broker's metadata names every new leader: a client asking it next sees the move."""
+    loop = asyncio.get_running_loop()
+    while True:
+        waiting = [p for p, move in moves.items() if getattr(cache.partition(topic, p), "leader", None) != move.leader]
+        if not waiting:
+            return
+        if loop.time() >= deadline:
+            raise TimeoutError(f"the controller elected new leaders for {topic} partitions {waiting}, but this "
+                               "broker's metadata did not show them in time")
+        await asyncio.sleep(_LEADER_CHECK_S)
 
 
 # --- shaping an error response from the schema ------------------------------------------------------
@@ -755,23 +922,37 @@ def _batches(data: bytes | bytearray | memoryview) -> list[dict]:
 _EVENTS = {"coordinator-unavailable": "coordinator_unavailable", "leadership-moved": "leadership_moved",
            "leader-epoch-bumped": "leader_epoch_bumped", "force-rebalance": "force_rebalance",
            "expire-session": "expire_session", "truncate-log": "truncate_log"}
+# the same, for events that wait for the cluster: awaited on the broker's event loop
+_AWAITED_EVENTS = {"move-leadership": "move_leadership_async"}
 
 
 async def serve_admin(faults: Faults, port: int, host: str = "127.0.0.1") -> asyncio.Server:
     """`kbroker.faults.port`: JSON over HTTP on 127.0.0.1 (POST/GET/DELETE /faults, POST/DELETE /recording,
-    POST /refuse-connections, POST /events/<name>), served by kbroker.net.http."""
+    POST /refuse-connections, POST /events/<name>), read and answered by kbroker.net.http's helpers."""
 
-    def answer(request: HttpRequest) -> HttpAnswer:
+    async def answer(request: HttpRequest) -> HttpAnswer:
         try:
             body = json.loads(request.body) if request.body else {}
-            status, result = _route_admin(faults, request.method, request.path.rstrip("/"), body)
+            status, result = await _route_admin_async(faults, request.method, request.path.rstrip("/"), body)
         except (ValueError, KeyError, TypeError) as error:
             status, result = 400, {"error": str(error)}
+        except LeadershipMoveFailed as error:
+            status, result = 409, {"error": str(error)}
+        except TimeoutError as error:
+            status, result = 504, {"error": str(error) or "timed out"}
         return HttpAnswer(status, "application/json", json.dumps(result).encode())
 
     server = await serve_http(answer, host, port)
     log.info("fault injection endpoint on http://%s:%d/faults", host, server.sockets[0].getsockname()[1])
     return server
+
+
+async def _route_admin_async(faults: Faults, method: str, path: str, body) -> tuple[int, object]:
+    """The events that wait on the event loop (POST /events/move-leadership), then `_route_admin` for the rest."""
+    parts = [part for part in path.split("/") if part]
+    if len(parts) == 2 and parts[0] == "events" and parts[1] in _AWAITED_EVENTS and method == "POST":
+        return 200, {"result": await getattr(faults, _AWAITED_EVENTS[parts[1]])(**body)}
+    return _route_admin(faults, method, path, body)
 
 
 def _route_admin(faults: Faults, method: str, path: str, body) -> tuple[int, object]:

@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verbs.add_parser("recorded", help="print what was recorded in memory, one JSON object a line")
     verbs.add_parser("stop-recording", help="stop recording")
     event = verbs.add_parser("event", help="a cluster event: coordinator-unavailable, leadership-moved, "
-                             "leader-epoch-bumped, force-rebalance, expire-session, truncate-log (DATA LOSS)")
+                             "leader-epoch-bumped, move-leadership (cluster mode: a real move), force-rebalance, "
+                             "expire-session, truncate-log (DATA LOSS)")
     event.add_argument("name")
     event.add_argument("arguments", nargs="?", default="{}", help='its arguments as JSON, e.g. \'{"group": "g"}\'')
     refuse = verbs.add_parser("refuse", help="refuse new connections for a while")
@@ -79,7 +80,7 @@ def call(endpoint: str, method: str, path: str, body: object = None) -> tuple[in
     request = urllib.request.Request(f"http://{endpoint}{path}", data=data, method=method,
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=60) as answer:  # a leadership move waits for the controller
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")

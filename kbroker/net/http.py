@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -43,9 +44,13 @@ def plain(status: int, text: str) -> HttpAnswer:
     return HttpAnswer(status, "text/plain; charset=utf-8", text.encode())
 
 
-async def serve_http(answer: Callable[[HttpRequest], HttpAnswer], host: str, port: int) -> asyncio.Server:
-    """Listen on host:port; `answer` is called on the event loop for each request. An exception from it is logged
-    and answered 500: the endpoint stays up whatever one request does."""
+Answer = Callable[[HttpRequest], HttpAnswer | Awaitable[HttpAnswer]]
+
+
+async def serve_http(answer: Answer, host: str, port: int) -> asyncio.Server:
+    """Listen on host:port; `answer` is called on the event loop for each request, and awaited if it returns an
+    awaitable (an answer that waits on the broker, which the loop must keep serving meanwhile). An exception from
+    it is logged and answered 500: the endpoint stays up whatever one request does."""
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -56,7 +61,7 @@ async def serve_http(answer: Callable[[HttpRequest], HttpAnswer], host: str, por
             writer.close()
             return
         else:
-            response = _answer_safely(answer, request)
+            response = await _answer_safely(answer, request)
         body = b"" if request is not None and request.method == "HEAD" else response.body
         writer.write(_head(response) + body)
         with contextlib.suppress(ConnectionError):
@@ -86,9 +91,10 @@ async def _read(reader: asyncio.StreamReader) -> HttpRequest:
     return HttpRequest(parts[0].upper(), parts[1].split("?", 1)[0], body)
 
 
-def _answer_safely(answer: Callable[[HttpRequest], HttpAnswer], request: HttpRequest) -> HttpAnswer:
+async def _answer_safely(answer: Answer, request: HttpRequest) -> HttpAnswer:
     try:
-        return answer(request)
+        answered = answer(request)
+        return await answered if inspect.isawaitable(answered) else answered
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         return plain(500, "internal error: see the broker's log\n")

@@ -71,12 +71,15 @@ class KbrokerCluster:
 
 
 @contextlib.contextmanager
-def running_cluster(zookeeper: str, workdir: Path, broker_ids: tuple[int, ...], overrides: dict[str, str],
-                    kind: str = "kbroker", **options: Callable[[int], Any]) -> Iterator[KbrokerCluster]:
+def running_cluster(zookeeper: str, workdir: Path, broker_ids: tuple[int, ...],
+                    overrides: dict[str, str] | Callable[[int], dict[str, str]], kind: str = "kbroker",
+                    **options: Callable[[int], Any]) -> Iterator[KbrokerCluster]:
     """Brokers `broker_ids` of `kind` (KINDS) on the `zookeeper` chroot, yielded once each is registered and every
-    one's Metadata names the controller and all of them; killed (their log tails printed) afterwards. `options`
-    are more constructor arguments, as functions of the broker id (e.g. host=..., wrap=...)."""
-    brokers = {i: KINDS[kind](workdir / f"broker-{i}", zookeeper, i, overrides,
+    one's Metadata names the controller and all of them; killed (their log tails printed) afterwards. `overrides`
+    are every broker's, or a function of the broker id (a port of its own); `options` are more constructor
+    arguments, as functions of the broker id (e.g. host=..., wrap=...)."""
+    overrides_of = overrides if callable(overrides) else lambda _: overrides
+    brokers = {i: KINDS[kind](workdir / f"broker-{i}", zookeeper, i, overrides_of(i),
                               **{name: option(i) for name, option in options.items()}) for i in broker_ids}
     zk = KazooClient(hosts=zookeeper)
     try:

@@ -16,13 +16,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster_processes import start_all, wait_formed
-from kbroker_process import KbrokerProcess
+from kbroker_process import KbrokerProcess, running_cluster
 from waiting import wait_until
 
 from kbroker.testing import free_port
@@ -70,20 +68,9 @@ def brokers(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
                  "replica.fetch.backoff.ms": "200", "controlled.shutdown.retry.backoff.ms": "500",
                  "offsets.topic.num.partitions": "1", "auto.leader.rebalance.enable": "false"}
     ports = {i: free_port() for i in BROKER_IDS}
-    processes = {i: KbrokerProcess(workdir / f"broker-{i}", connect, i, {**overrides, "prometheus.port": str(ports[i])})
-                 for i in BROKER_IDS}
-    zk = KazooClient(hosts=connect)
-    try:
-        start_all(processes.values())
-        zk.start(timeout=30)
-        wait_formed(zk, processes.values())
-        yield {i: MeteredBroker(processes[i], ports[i]) for i in BROKER_IDS}
-    finally:
-        for process in processes.values():
-            print(f"broker {process.broker_id} log:\n{process.log_tail(40)}")
-            process.stop(signal.SIGKILL)
-        zk.stop()
-        zk.close()
+    with running_cluster(connect, workdir, BROKER_IDS,
+                         lambda i: {**overrides, "prometheus.port": str(ports[i])}) as cluster:
+        yield {i: MeteredBroker(cluster.brokers[i], ports[i]) for i in BROKER_IDS}
 
 
 def controller_and_other(brokers: dict[int, MeteredBroker]) -> tuple[MeteredBroker, MeteredBroker]:
