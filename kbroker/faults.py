@@ -12,8 +12,10 @@ partitions, groups, coordinator keys) and carries the error per partition for pa
 outermost level the API has for the others (coordinator and request-wide errors). A topic/partition filter
 answers only the named partitions with the error; the rest of the request is handled normally.
 
-Connection faults (`action`): close before or after handling, hang (handled, never answered), reset part way through the
-answer; `refuse_connections(seconds)` closes the listeners for a while. docs/testing.md is the guide.
+Connection faults (`action`): close before or after handling, hang (handled, never answered), reset part way
+through the answer; `refuse_connections(seconds)` closes the listeners for a while. Cluster events: in a
+cluster, `move_leadership` really moves a partition's leader through the controller. docs/testing.md is the
+guide.
 """
 
 from __future__ import annotations
