@@ -83,23 +83,18 @@ def commit_offsets(bootstrap: str) -> None:
         consumer.close()
 
 
-def commit_transaction(bootstrap: str) -> None:
-    """One committed transaction: __transaction_state holds TRANSACTIONAL_ID's state."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": TRANSACTIONAL_ID})
+def transaction(bootstrap: str, transactional_id: str, value: bytes, commit: bool) -> None:
+    """One transaction of `transactional_id`, committed (__transaction_state holds its state) or aborted (the
+    transactional partition's .txnindex holds it)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
     producer.init_transactions(TIMEOUT)
     producer.begin_transaction()
-    producer.produce(TRANSACTIONAL_TOPIC, b"in-a-transaction", partition=0)
-    producer.commit_transaction(TIMEOUT)
-
-
-def abort_transaction(bootstrap: str) -> None:
-    """One aborted transaction (its own transactional id): the transactional partition's .txnindex holds it."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": ABORTED_ID})
-    producer.init_transactions(TIMEOUT)
-    producer.begin_transaction()
-    producer.produce(TRANSACTIONAL_TOPIC, b"aborted", partition=0)
-    producer.flush(TIMEOUT)
-    producer.abort_transaction(TIMEOUT)
+    producer.produce(TRANSACTIONAL_TOPIC, value, partition=0)
+    if commit:
+        producer.commit_transaction(TIMEOUT)
+    else:
+        producer.flush(TIMEOUT)
+        producer.abort_transaction(TIMEOUT)
 
 
 def compacted_count(bootstrap: str) -> int:
@@ -129,8 +124,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         produce_compacted(broker.bootstrap)
         commit_offsets(broker.bootstrap)
         settle.create_topic(broker.bootstrap, TRANSACTIONAL_TOPIC, 1)
-        commit_transaction(broker.bootstrap)
-        abort_transaction(broker.bootstrap)
+        transaction(broker.bootstrap, TRANSACTIONAL_ID, b"in-a-transaction", commit=True)
+        transaction(broker.bootstrap, ABORTED_ID, b"aborted", commit=False)  # its own id
         cleaned = settle.eventually(lambda: compacted_count(broker.bootstrap), lambda count: count < KEYS * ROUNDS)
         assert cleaned < KEYS * ROUNDS, "the log cleaner never compacted the topic"
     finally:

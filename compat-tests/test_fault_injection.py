@@ -140,26 +140,33 @@ def test_kafka_python_request_times_out_against_a_hung_broker(broker) -> None:
     assert 1.0 <= waited < 15
 
 
-@pytest.mark.client("confluent-kafka")
-@pytest.mark.scenario("Faults: expired session, rebalance, resume from committed offsets")
-def test_confluent_consumer_rejoins_after_session_expiry_and_resumes_from_committed_offset(broker) -> None:
+def _rejoin_after_session_expiry(broker, group: str, settings: dict) -> tuple[str, list[int], list]:
+    """A consumer of `group` reads half the topic, commits, has its session expired, and reads on: (the member
+    expired, how many messages had arrived at each assignment, every message read)."""
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for index in range(MESSAGES):
         producer.produce(TOPIC, value=f"v{index}".encode())
     producer.flush(20)
     received: list = []
-    assigned_at: list[int] = []  # how many messages had arrived at each assignment
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "billing",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 200})
+    assigned_at: list[int] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **settings})
     consumer.subscribe([TOPIC], on_assign=lambda _consumer, _partitions: assigned_at.append(len(received)))
     received += _consume(consumer, MESSAGES // 2)
     consumer.commit(asynchronous=False)
-    (member,) = broker.faults.expire_session("billing")
+    (member,) = broker.faults.expire_session(group)
     deadline = time.monotonic() + 30
     while (len(assigned_at) < 2 or received[-1].offset() < MESSAGES - 1) and time.monotonic() < deadline:
         received += _consume(consumer, 1, timeout=0.5)
     consumer.close()
+    return member, assigned_at, received
+
+
+@pytest.mark.client("confluent-kafka")
+@pytest.mark.scenario("Faults: expired session, rebalance, resume from committed offsets")
+def test_confluent_consumer_rejoins_after_session_expiry_and_resumes_from_committed_offset(broker) -> None:
+    member, assigned_at, received = _rejoin_after_session_expiry(
+        broker, "billing", {"session.timeout.ms": 10000, "heartbeat.interval.ms": 200})
     assert member
     assert len(assigned_at) == 2  # assigned, then assigned again after rejoining
     after_rejoin = received[assigned_at[1]:]
@@ -169,23 +176,7 @@ def test_confluent_consumer_rejoins_after_session_expiry_and_resumes_from_commit
 @pytest.mark.client("confluent-kafka")
 @pytest.mark.scenario("Faults: expired session, rebalance, resume from committed offsets")
 def test_confluent_kip848_consumer_rejoins_after_session_expiry_and_resumes_from_committed_offset(broker) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for index in range(MESSAGES):
-        producer.produce(TOPIC, value=f"v{index}".encode())
-    producer.flush(20)
-    received: list = []
-    assigned_at: list[int] = []
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "billing-848",
-                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumer.subscribe([TOPIC], on_assign=lambda _consumer, _partitions: assigned_at.append(len(received)))
-    received += _consume(consumer, MESSAGES // 2)
-    consumer.commit(asynchronous=False)
-    (member,) = broker.faults.expire_session("billing-848")
-    deadline = time.monotonic() + 30
-    while (len(assigned_at) < 2 or received[-1].offset() < MESSAGES - 1) and time.monotonic() < deadline:
-        received += _consume(consumer, 1, timeout=0.5)
-    consumer.close()
+    member, assigned_at, received = _rejoin_after_session_expiry(broker, "billing-848", {"group.protocol": "consumer"})
     assert member
     assert len(assigned_at) == 2  # assigned, fenced, then assigned again after joining with epoch 0
     assert [m.offset() for m in received[assigned_at[1]:]] == list(range(MESSAGES // 2, MESSAGES))

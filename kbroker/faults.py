@@ -586,9 +586,10 @@ def _election_errors(response) -> list[tuple[int, str]]:
 
 async def _ask_controller(member, api_key: int, version: int, request,
                           errors_of: Callable[[Any], list[tuple[int, str]]], deadline: float) -> None:
-    """One request to the active controller (found in this broker's metadata) in a worker thread, so the event
-    loop keeps serving; asked again while there is no controller or it moved, until `deadline`."""
-    from kbroker.net.one_request import call
+    """One request to the active controller (found in this broker's metadata) on the broker's own outgoing
+    connection type, so the event loop keeps serving; asked again while there is no controller or it moved,
+    until `deadline`."""
+    from kbroker.cluster.broker_connection import BrokerConnection
 
     loop = asyncio.get_running_loop()
     name = messages.api(api_key).name
@@ -603,8 +604,11 @@ async def _ask_controller(member, api_key: int, version: int, request,
         if endpoint.security_protocol != "PLAINTEXT":
             raise LeadershipMoveFailed(f"the controller's inter-broker listener is {endpoint.security_protocol}: "
                                        "move_leadership speaks PLAINTEXT only")
-        response = await loop.run_in_executor(None, call, endpoint.host, endpoint.port, api_key, version, request,
-                                              _CLIENT_ID, min(remaining, 15))
+        connection = BrokerConnection(endpoint.host, endpoint.port, _CLIENT_ID)
+        try:
+            response = await connection.request(api_key, version, request, timeout_s=min(remaining, 15))
+        finally:
+            connection.close()
         failed = errors_of(response)
         if not failed:
             return
