@@ -343,7 +343,8 @@ class LagSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(TIMEOUT_S + 5)
+        if self._thread.is_alive():  # a console closed before it served never started sampling
+            self._thread.join(TIMEOUT_S + 5)
 
     def history(self, group_id: str) -> list[list[float]]:
         with self._lock:
