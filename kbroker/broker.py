@@ -94,41 +94,62 @@ def topic_name_problem(name: str) -> str | None:
 
 class FetchWaiters:
     """Long-polling fetches parked by partition, as in Kafka's fetch purgatory: an append wakes
-    only the fetches that wait on its partition, not every fetch of every idle consumer."""
+    only the fetches that wait on its partition, not every fetch of every idle consumer.
+
+    Followers read up to the log end, consumers up to the high watermark, so on a replicated
+    partition an append wakes only the followers and a HW move only the consumers (as Kafka's
+    DelayedFetch completes on bytes it may return); each would otherwise wake, find nothing new
+    and park again, a few times per produce."""
 
     def __init__(self) -> None:
-        self._by_partition: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._consumers: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._followers: dict[tuple[str, int], set[asyncio.Future]] = {}
 
-    def park(self, partitions: list[tuple[str, int]]) -> asyncio.Future:
-        """A future resolved by the next append to any of `partitions`; `unpark` it when done."""
+    def park(self, partitions: list[tuple[str, int]], follower: bool = False) -> asyncio.Future:
+        """A future resolved when any of `partitions` may have more for this fetch; `unpark` it when done."""
         future = asyncio.get_running_loop().create_future()
+        parked = self._followers if follower else self._consumers
         for key in partitions:
-            self._by_partition.setdefault(key, set()).add(future)
+            parked.setdefault(key, set()).add(future)
         return future
 
-    def unpark(self, future: asyncio.Future, partitions: list[tuple[str, int]]) -> None:
+    def unpark(self, future: asyncio.Future, partitions: list[tuple[str, int]], follower: bool = False) -> None:
+        parked = self._followers if follower else self._consumers
         for key in partitions:
-            waiting = self._by_partition.get(key)
+            waiting = parked.get(key)
             if waiting is not None:
                 waiting.discard(future)
                 if not waiting:
-                    del self._by_partition[key]
+                    del parked[key]
 
     def wake(self, topic: str, partition: int) -> None:
-        waiting = self._by_partition.pop((topic, partition), None)
-        if waiting:
-            for future in waiting:
-                if not future.done():
-                    future.set_result(None)
+        """Every fetch parked on the partition: its data, leadership or existence changed."""
+        self.wake_followers(topic, partition)
+        self.wake_consumers(topic, partition)
+
+    def wake_followers(self, topic: str, partition: int) -> None:
+        """The partition's log end moved but not its high watermark: only followers can read more."""
+        _resolve(self._followers.pop((topic, partition), None))
+
+    def wake_consumers(self, topic: str, partition: int) -> None:
+        """The partition's high watermark moved: consumers can read more, followers cannot."""
+        _resolve(self._consumers.pop((topic, partition), None))
 
     def watched(self) -> int:
         """Kafka's fetch PurgatorySize: fetches still waiting, counted once per partition they watch."""
-        return sum(1 for waiting in self._by_partition.values() for future in waiting if not future.done())
+        return sum(1 for parked in (self._consumers, self._followers) for waiting in parked.values()
+                   for future in waiting if not future.done())
 
     def wake_all(self) -> None:
         """Shutdown: every parked fetch answers now."""
-        for topic, partition in list(self._by_partition):
+        for topic, partition in list(self._consumers) + list(self._followers):
             self.wake(topic, partition)
+
+
+def _resolve(futures: set[asyncio.Future] | None) -> None:
+    for future in futures or ():
+        if not future.done():
+            future.set_result(None)
 
 
 def _layered_or_static(static: BrokerConfig, cluster_default: dict[str, str],
@@ -170,7 +191,8 @@ class Broker:
                                        replica_lag_time_max_ms=int(self.config.values.get(  # type: ignore[arg-type]
                                            "replica.lag.time.max.ms", DEFAULT_REPLICA_LAG_TIME_MAX_MS)),
                                        unhosted_error=self.partition_error)
-        self.replicas.on_high_watermark = self.fetch_waiters.wake
+        self.replicas.on_high_watermark = self.fetch_waiters.wake_consumers
+        self.replicas.on_leadership_moved = self.fetch_waiters.wake
         try:
             self._adopt_logs(saved)
         except BaseException:
@@ -476,7 +498,13 @@ class Broker:
         return self._coordinator is None or self._coordinator.offsets.flush_pending()
 
     def notify_appended(self, topic: str, partition: int) -> None:
-        self.fetch_waiters.wake(topic, partition)
+        """Wake the fetches an append lets read more. A partition with followers moves its HW only when they
+        fetch (the replica manager then wakes the consumers); one without, with the append itself."""
+        led = self.replicas.get(topic, partition)
+        if led is not None and led.followers:
+            self.fetch_waiters.wake_followers(topic, partition)
+        else:
+            self.fetch_waiters.wake(topic, partition)
 
     def allocate_producer_id(self) -> int:
         producer_id = self.next_producer_id

@@ -289,10 +289,11 @@ async def fetch(broker: Broker, header, request):
                             responses=_response_topics(report, version))
         # nothing runs between the read above and parking here (one event loop), so no append is missed
         watched = [(p.name, p.partition) for p in partitions if p.name is not None]
-        appended = broker.fetch_waiters.park(watched)
+        follower = replica_id >= 0
+        appended = broker.fetch_waiters.park(watched, follower)
         try:
             await asyncio.wait_for(appended, remaining / 1000)
         except TimeoutError:
             pass
         finally:
-            broker.fetch_waiters.unpark(appended, watched)
+            broker.fetch_waiters.unpark(appended, watched, follower)

@@ -131,8 +131,10 @@ class ReplicaManager:
         self.purgatory = ProducePurgatory()
         # AlterPartition: (partition, proposed LeaderAndIsr); None until a controller channel is wired in
         self.propose_isr: Callable[[Partition, LeaderAndIsr], object] | None = None
-        # told (topic, partition) when a HW moves or leadership changes: long-polling fetches wake on it
+        # told (topic, partition) when a HW moves (consumers' long-polling fetches wake on it) and when leadership
+        # changes (every fetch parked there wakes)
         self.on_high_watermark: Callable[[str, int], object] | None = None
+        self.on_leadership_moved: Callable[[str, int], object] | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self.isr_shrinks = 0  # ISR changes the controller committed (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
         self.isr_expands = 0
@@ -303,4 +305,6 @@ class ReplicaManager:
             self.on_high_watermark(partition.topic, partition.index)
 
     def _leadership_moved(self, partition: Partition) -> None:
-        self._high_watermark_moved(partition)  # the same waiters re-check, and find their answer changed
+        self.purgatory.wake((partition.topic, partition.index), self.lookup)  # they find their answer changed
+        if self.on_leadership_moved is not None:
+            self.on_leadership_moved(partition.topic, partition.index)
