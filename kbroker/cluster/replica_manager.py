@@ -225,6 +225,8 @@ class ReplicaManager:
         if state.leader == self.local_broker_id:
             if partition.make_leader(state, item.replicas, item.state.controller_epoch, log):
                 changes.became_leader.append(partition)
+            if self.on_leadership_moved is not None:  # a fetch of the old leader epoch answers FENCED_LEADER_EPOCH now
+                self.on_leadership_moved(item.topic, item.partition)
         elif partition.make_follower(state, item.replicas, item.state.controller_epoch, log):
             changes.became_follower.append(partition)
             self._leadership_moved(partition)  # produces waiting here answer NOT_LEADER_OR_FOLLOWER
