@@ -43,11 +43,25 @@ def _topic(conn: wd.Connection, filled: range) -> str:
     wd.create_topic(ctx, topic, PARTITIONS)
     for partition in filled:  # a new topic's leader may refuse a first write for a moment
         wd.wait_for(lambda p=partition: wd.produce(ctx, topic, BIG_BATCH, p) == 0, f"a write to {topic}-{partition}")
+    # and a fetch of a partition nobody wrote to (Kafka answers NOT_LEADER_OR_FOLLOWER until its leader is ready)
+    wd.wait_for(lambda: not any(_errors(conn, topic, PARTITION_MAX_BYTES).values()), f"every partition of {topic}")
     return topic
 
 
 def _fetch(conn: wd.Connection, topic: str, max_bytes: int) -> dict[int, bytes]:
     """Records per partition of one sessionless Fetch of every partition from offset 0."""
+    found = _partitions(conn, topic, max_bytes)
+    for data in found.values():
+        assert data.error_code == 0, data
+    return {index: bytes(data.records or b"") for index, data in found.items()}
+
+
+def _errors(conn: wd.Connection, topic: str, max_bytes: int) -> dict[int, int]:
+    return {index: data.error_code for index, data in _partitions(conn, topic, max_bytes).items()}
+
+
+def _partitions(conn: wd.Connection, topic: str, max_bytes: int) -> dict:
+    """Each partition's answer to one sessionless Fetch of every partition from offset 0."""
     request = wd.build("FetchRequest", FETCH_VERSION, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
@@ -56,11 +70,7 @@ def _fetch(conn: wd.Connection, topic: str, max_bytes: int) -> dict[int, bytes]:
              "partition_max_bytes": PARTITION_MAX_BYTES, "last_fetched_epoch": -1} for p in range(PARTITIONS)]}]})
     response = conn.call(1, FETCH_VERSION, request)
     assert response.error_code == 0, response
-    found = {}
-    for data in response.responses[0].partitions:
-        assert data.error_code == 0, data
-        found[data.partition_index] = bytes(data.records or b"")
-    return found
+    return {data.partition_index: data for data in response.responses[0].partitions}
 
 
 def _complete_batches(records: bytes) -> int:
