@@ -552,4 +552,3 @@ def _with_regions_copied(response: ResponseFrame) -> bytes:
         written = at
     parts.append(data[written:])
     return b"".join(parts)
-
