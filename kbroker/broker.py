@@ -41,6 +41,7 @@ from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.kraft_metadata import topics_on_disk
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
+from kbroker.log_dir_mover import LogDirMover
 from wire.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -193,6 +194,8 @@ class Broker:
                                        unhosted_error=self.partition_error)
         self.replicas.on_high_watermark = self.fetch_waiters.wake_consumers
         self.replicas.on_leadership_moved = self.fetch_waiters.wake
+        # AlterReplicaLogDirs: logs copied to another log dir a chunk (replica.fetch.max.bytes) at a time
+        self.log_dir_mover = LogDirMover(self.logs, self.replicas, lambda: int(self.config["replica.fetch.max.bytes"]))
         try:
             self._adopt_logs(saved)
         except BaseException:
@@ -523,6 +526,7 @@ class Broker:
 
     def close(self) -> None:
         """Flush, checkpoint and mark the clean shutdown, so the next start skips recovery."""
+        self.log_dir_mover.stop()
         if self._coordinator is not None:
             self._coordinator.close()
         if self._transactions is not None:
@@ -532,6 +536,7 @@ class Broker:
     def halt(self) -> None:
         """Stop without writing anything more (Kafka's Exit.halt after its log dirs failed): the
         next start recovers every dir."""
+        self.log_dir_mover.stop()
         if self._coordinator is not None:
             self._coordinator.close()
         if self._transactions is not None:

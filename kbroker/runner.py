@@ -115,6 +115,7 @@ class RunningBroker:
         if self.member is not None:
             await self._join_cluster()
         self._retention = asyncio.create_task(self._housekeeping())
+        self.broker.log_dir_mover.start()  # moves between log dirs a restart cut short go on
         if self.config["log.cleaner.enable"]:
             self.broker.logs.start_cleaner(CleanerConfig.from_properties(self.broker.config))
             self.broker.config_observers.append(self._reconfigure_cleaner)

@@ -19,11 +19,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from kbroker import config as broker_config
 from kbroker.runner import RunningBroker
+
+T = TypeVar("T")
 
 
 class BrokerThread:
@@ -66,6 +69,12 @@ class BrokerThread:
 
     def _call(self, coroutine, timeout: float = 30):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def on_loop(self, function: Callable[[], T], timeout: float = 30) -> T:
+        """`function()` run on the broker's event loop, where everything touching its state runs; its result."""
+        async def call() -> T:
+            return function()
+        return self._call(call(), timeout)
 
     def start(self) -> BrokerThread:
         self._thread.start()

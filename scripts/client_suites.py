@@ -68,7 +68,6 @@ ADMIN, CONSUMER, PRODUCER = (f"test/integration/test_{name}_integration.py::" fo
                              ("admin", "consumer", "producer"))
 KNOWN_GAPS = {
     ADMIN + "test_create_describe_delete_acls": "ACLs (DescribeAcls/CreateAcls/DeleteAcls): issue 16",
-    ADMIN + "test_alter_replica_log_dirs": "AlterReplicaLogDirs: cluster, issue 14",
     ADMIN + "test_describe_metadata_quorum": "DescribeQuorum (KRaft quorum): cluster, issue 14",
 }
 

@@ -29,6 +29,7 @@ from kbroker.cluster.broker_connection import BrokerConnection
 from kbroker.cluster.model import EndPoint
 from kbroker.cluster.partition import NO_EPOCH, Partition, Role
 from kbroker.coordinator.hashing import java_string_hash
+from kbroker.log.future_log import truncation_offset
 from kbroker.log.partition_log import PartitionLog
 from wire import messages
 from wire.errors import ErrorCode
@@ -97,15 +98,6 @@ class FetchState:
 def last_fetched_epoch(log: PartitionLog) -> int:
     latest = log.leader_epoch_cache.latest_epoch
     return NO_EPOCH if latest is None else latest
-
-
-def truncation_offset(log: PartitionLog, diverging_epoch: int, diverging_end: int) -> int:
-    """Where to cut the log when the leader says our `diverging_epoch` ends at `diverging_end` there: the end
-    of the same epoch locally, or of the largest local epoch below it, never past the leader's end."""
-    local_epoch, local_end = log.end_offset_for_epoch(diverging_epoch)
-    if local_epoch == NO_EPOCH or local_end < 0:
-        return min(diverging_end, log.log_end_offset)
-    return min(diverging_end, local_end, log.log_end_offset)
 
 
 class ReplicaFetcher:

@@ -13,6 +13,14 @@ Like Kafka's LogManager it owns the log cleaner (kbroker.log.cleaner): `start_cl
 starts its thread, deleting a partition aborts its cleaning and drops its checkpoint entry,
 and `close` stops the cleaner before it closes the logs.
 
+A partition's log can move to another log dir of the broker (AlterReplicaLogDirs): `create_future` starts a
+copy, the "future" log in `<topic>-<partition>.<uuid>-future` (kbroker.log.future_log fills it), and
+`replace_current_with_future` swaps it in once it has caught up: the current directory is renamed
+`-delete`, the future one takes the partition's name, and the old log's files stay open for reads in flight
+until file.delete.delay.ms has passed. A future log found on opening resumes its move; found alone (a swap
+cut short between its two renames) it is the partition's log. A partition asked to move before this broker
+hosts it is created in that dir (Kafka's preferred log dir).
+
 It also owns the background flusher (kbroker.log.flusher) that every log it opens hands the
 fsync after a roll to, as Kafka's roll schedules "flush-log" on the LogManager's scheduler.
 `close` closes (and so fully flushes) the logs first, which turns a flush still queued or
@@ -45,6 +53,7 @@ from kbroker.log.checkpoints import (
     LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
@@ -63,6 +72,7 @@ from kbroker.log.cleaner import CleanerConfig, LogCleaner
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import InconsistentMetadataError, LogDirLockedError, LogDirOfflineError, LogError
 from kbroker.log.flusher import LogFlusher
+from kbroker.log.future_log import FUTURE_SUFFIX, FutureLog
 from kbroker.log.partition_log import PartitionLog
 
 __all__ = ["LogManager", "parse_partition_dir"]
@@ -75,6 +85,7 @@ logger = logging.getLogger(__name__)
 KRAFT_METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log Apache Kafka keeps in a log dir
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+_FUTURE_DIR = re.compile(r"^(.+)-(\d+)\.[0-9a-f]{32}-future$")
 _MAX_NAME = 255
 
 
@@ -90,6 +101,11 @@ def _delete_dir_name(topic: str, partition: int) -> str:
     """Kafka's name for a partition dir being deleted; the topic is cut to fit 255 bytes."""
     suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
     return topic[: _MAX_NAME - len(suffix)] + suffix
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for the directory of a log being moved to another log dir (UnifiedLog.logFutureDirName)."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
 
 
 def _log_recovery_plan(log_dir: Path, clean: bool, logs: int) -> None:
@@ -125,6 +141,10 @@ class LogManager:
         self._locks: dict[Path, int] = {}
         self._live_dirs: list[Path] = list(self.log_dirs)
         self._offline: dict[TopicPartition, Path] = {}  # partitions whose log dir failed -> that dir
+        self._futures: dict[TopicPartition, FutureLog] = {}  # logs being moved -> their copy in the new dir
+        self._preferred_dirs: dict[TopicPartition, Path] = {}  # where a partition not hosted yet is to be created
+        self._retired: list[tuple[int, PartitionLog, Path]] = []  # logs a move replaced: (delete after, log, dir)
+        self._found_futures: list[tuple[TopicPartition, Path]] = []
         # guards the live/offline state: the flusher thread fails dirs too
         self._state_lock = threading.RLock()
         self._closed = False
@@ -135,6 +155,7 @@ class LogManager:
         try:
             for log_dir in self.log_dirs:
                 self._open_dir(log_dir, now)
+            self._adopt_futures(now)
         except BaseException:
             self._abort_open()
             raise
@@ -170,6 +191,10 @@ class LogManager:
             if _DELETE_DIR.match(child.name):
                 shutil.rmtree(child, ignore_errors=True)
                 continue
+            future = _FUTURE_DIR.match(child.name)
+            if future is not None:
+                self._found_futures.append(((future.group(1), int(future.group(2))), child))
+                continue
             tp = parse_partition_dir(child.name)
             if tp is None or tp[0] == KRAFT_METADATA_TOPIC:  # Kafka's Raft log, never a partition to serve
                 continue
@@ -191,6 +216,25 @@ class LogManager:
             )
         remove_clean_shutdown_file(log_dir)
 
+    def _adopt_futures(self, now_ms: int) -> None:
+        """The future logs found on opening: see the module docstring."""
+        for tp, directory in self._found_futures:
+            if tp in self._futures:
+                raise LogError(f"partition {tp[0]}-{tp[1]} has two future logs, the second in {directory}")
+            log = PartitionLog(directory, self.config_for(tp[0]), now_ms=now_ms, flusher=self.flusher)
+            if tp in self._logs:
+                self._futures[tp] = FutureLog(log, directory.parent, truncations_seen=-1)
+                logger.info("Resuming the move of %s-%d to %s", *tp, directory.parent)
+                continue
+            log.close()
+            final = directory.parent / f"{tp[0]}-{tp[1]}"
+            os.rename(directory, final)
+            fsync_dir(directory.parent)
+            logger.info("Completing the move of %s-%d to %s cut short by a crash", *tp, directory.parent)
+            self._register(tp, directory.parent, PartitionLog(final, self.config_for(tp[0]), now_ms=now_ms,
+                                                              flusher=self.flusher))
+        self._found_futures = []
+
     @staticmethod
     def _read_or_empty(path: Path) -> dict[TopicPartition, int]:
         try:
@@ -203,7 +247,7 @@ class LogManager:
         self._dir_of[tp] = log_dir
 
     def _abort_open(self) -> None:
-        for log in self._logs.values():
+        for log in [*self._logs.values(), *(f.log for f in self._futures.values())]:
             log.close(flush=False)
         self.flusher.shutdown()
         self._release_locks()
@@ -295,6 +339,9 @@ class LogManager:
             for tp in offline:
                 del self._dir_of[tp]
                 self._offline[tp] = log_dir
+            # a move into or out of the failed dir stops; its future log is left for a restart to resume
+            logs += [self._futures.pop(tp).log for tp, future in list(self._futures.items())
+                     if future.log_dir == log_dir or tp in self._offline]
             all_failed = not self._live_dirs
         logger.warning("Stopping serving logs in dir %s", log_dir)
         if self.cleaner is not None:
@@ -311,10 +358,14 @@ class LogManager:
         if self.on_dir_failure is not None:
             self.on_dir_failure(log_dir, all_failed)
 
-    def _next_log_dir(self) -> Path:
-        """The live log dir holding the fewest partitions (first listed on a tie), as Kafka picks."""
+    def _next_log_dir(self, tp: TopicPartition) -> Path:
+        """The dir an AlterReplicaLogDirs asked for, else the live log dir holding the fewest partitions (first
+        listed on a tie), as Kafka picks."""
         if not self._live_dirs:
             raise LogDirOfflineError(f"every log dir has failed: {', '.join(str(d) for d in self.log_dirs)}")
+        preferred = self._preferred_dirs.pop(tp, None)
+        if preferred in self._live_dirs:
+            return preferred
         counts = dict.fromkeys(self._live_dirs, 0)
         for log_dir in self._dir_of.values():
             counts[log_dir] += 1
@@ -336,7 +387,7 @@ class LogManager:
                                          "has failed")
             if not topic or "/" in topic or topic in (".", "..") or partition < 0:
                 raise ValueError(f"invalid topic partition {topic!r}-{partition}")
-            log_dir = self._next_log_dir()
+            log_dir = self._next_log_dir(tp)
             try:
                 log = PartitionLog(log_dir / f"{topic}-{partition}", self.config_for(topic), flusher=self.flusher)
                 fsync_dir(log_dir)
@@ -358,6 +409,7 @@ class LogManager:
         if log is None:
             return False
         log_dir = self._dir_of.pop(tp)
+        self.remove_future(topic, partition)
         if self.cleaner is not None:
             self.cleaner.forget(tp, log_dir)
         log.close(flush=False)
@@ -375,6 +427,123 @@ class LogManager:
                     extra={"topic": topic, "partition": partition, "dir": str(log_dir)})
         self._checkpoint_or_fail(log_dir)
         return True
+
+    # --- moving a log to another log dir (AlterReplicaLogDirs) ---------------------------
+
+    def resolve_log_dir(self, path: str) -> Path | None:
+        """The log dir `path` names (compared as absolute paths, as Kafka does), or None."""
+        wanted = Path(path).absolute()
+        return next((d for d in self.log_dirs if d.absolute() == wanted), None)
+
+    def prefer_log_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the partition in `log_dir` when it comes to be hosted here (Kafka's maybeUpdatePreferredLogDir)."""
+        if (topic, partition) not in self._logs:
+            self._preferred_dirs[(topic, partition)] = log_dir
+
+    def future(self, topic: str, partition: int) -> FutureLog | None:
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> list[tuple[TopicPartition, FutureLog]]:
+        return list(self._futures.items())
+
+    def create_future(self, topic: str, partition: int, log_dir: Path) -> bool:
+        """Start moving the partition's log to `log_dir` (Kafka's maybeCreateFutureReplica); False when there
+        is nothing to start: the log is there already (a move elsewhere is given up) or is on its way there.
+        LogDirOfflineError while a log dir is offline, as Kafka then creates no future log anywhere."""
+        self._check_open()
+        tp = (topic, partition)
+        current = self._logs[tp]
+        if self._dir_of[tp] == log_dir:
+            self.remove_future(topic, partition)
+            return False
+        pending = self._futures.get(tp)
+        if pending is not None and pending.log_dir == log_dir:
+            return False
+        self.remove_future(topic, partition)
+        if self.offline_log_dirs:
+            raise LogDirOfflineError(f"cannot create the future log of {topic}-{partition}: log dirs "
+                                     f"{', '.join(str(d) for d in self.offline_log_dirs)} are offline")
+        directory = log_dir / future_dir_name(topic, partition)
+        try:
+            log = PartitionLog(directory, self.config_for(topic), flusher=self.flusher)
+            metadata = current.dir / PARTITION_METADATA
+            if metadata.is_file():
+                shutil.copyfile(metadata, directory / PARTITION_METADATA)
+            fsync_dir(log_dir)
+        except OSError as error:
+            self.fail_dir(log_dir, error, f"creating the future log of {topic}-{partition}")
+            raise LogDirOfflineError(f"cannot create the future log of {topic}-{partition} in {log_dir}: "
+                                     f"{error}") from error
+        log.truncate_fully_and_start_at(current.log_start_offset)
+        self._futures[tp] = FutureLog(log, log_dir, truncations_seen=current.truncation_count)
+        logger.info("Created the future log of %s-%d in %s", topic, partition, directory,
+                    extra={"topic": topic, "partition": partition, "dir": str(log_dir)})
+        return True
+
+    def remove_future(self, topic: str, partition: int) -> bool:
+        """Give up moving the partition's log: its future log is closed and deleted."""
+        future = self._futures.pop((topic, partition), None)
+        if future is None:
+            return False
+        future.log.delete()
+        logger.info("Removed the future log of %s-%d from %s", topic, partition, future.log_dir)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap in the future log, which has caught up with the current one (Kafka's
+        replaceCurrentWithFutureLog): the moved log, opened in its new dir, is returned; holders of the old
+        log must take it. The old log's files stay open for reads in flight until file.delete.delay.ms."""
+        self._check_open()
+        tp = (topic, partition)
+        current, future = self._logs[tp], self._futures[tp]
+        if future.log.log_end_offset != current.log_end_offset:
+            raise LogError(f"the future log of {topic}-{partition} has not caught up")
+        source_dir, high_watermark = self._dir_of[tp], current.high_watermark
+        if self.cleaner is not None:
+            self.cleaner.forget(tp, source_dir)
+        future.log.close()  # flushed, with a producer snapshot at its end: reopened without recovery
+        del self._futures[tp]
+        final, doomed = future.log_dir / f"{topic}-{partition}", source_dir / _delete_dir_name(topic, partition)
+        # the current log is let go first: a crash between the renames leaves the future log alone, which opening
+        # then takes as the partition's (a crash before them, and the move resumes)
+        try:
+            os.rename(current.dir, doomed)
+            fsync_dir(source_dir)
+        except OSError as error:
+            self.fail_dir(source_dir, error, f"replacing the log of {topic}-{partition} with its future log")
+            raise LogDirOfflineError(f"cannot move {topic}-{partition} out of {source_dir}: {error}") from error
+        try:
+            os.rename(future.log.dir, final)
+            fsync_dir(future.log_dir)
+        except OSError as error:
+            with contextlib.suppress(OSError):  # the current log serves on where it was
+                os.rename(doomed, current.dir)
+            self.fail_dir(future.log_dir, error, f"replacing the log of {topic}-{partition} with its future log")
+            raise LogDirOfflineError(f"cannot move {topic}-{partition} to {future.log_dir}: {error}") from error
+        log = PartitionLog(final, self.config_for(topic), recovery_point=future.log.log_end_offset,
+                           log_start_offset=future.log.log_start_offset, high_watermark=high_watermark,
+                           had_clean_shutdown=True, flusher=self.flusher)
+        for epoch, start in current.leader_epoch_cache.entries:  # a leader's epoch begun at the log end: no batch
+            if epoch > log.leader_epoch_cache.latest_epoch:  # has it, and reopening a log drops it (as Kafka's)
+                log.maybe_assign_epoch_start_offset(epoch, start)
+        self._register(tp, future.log_dir, log)
+        self._retired.append((_now_ms() + current.config.file_delete_delay_ms, current, doomed))
+        self._checkpoint_or_fail(source_dir)
+        self._checkpoint_or_fail(future.log_dir)
+        logger.info("The current log of %s-%d in %s is replaced by the future log in %s", topic, partition,
+                    source_dir, future.log_dir, extra={"topic": topic, "partition": partition,
+                                                       "dir": str(future.log_dir)})
+        return log
+
+    def purge_retired(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Delete the logs moves replaced once their delay has passed; returns how many."""
+        now = _now_ms() if now_ms is None else now_ms
+        due = [(log, doomed) for deadline, log, doomed in self._retired if force or deadline <= now]
+        self._retired = [entry for entry in self._retired if not (force or entry[0] <= now)]
+        for log, doomed in due:
+            log.close_handles()
+            shutil.rmtree(doomed, ignore_errors=True)
+        return len(due)
 
     # --- the log cleaner ----------------------------------------------------------------
 
@@ -441,6 +610,7 @@ class LogManager:
         """Run retention on every log; returns the number of segments deleted. A log whose
         retention fails takes its dir offline."""
         now = _now_ms() if now_ms is None else now_ms
+        self.purge_retired(now)
         return self._on_every_log(lambda log: log.apply_retention(now), "deleting segments of")
 
     def _on_every_log(self, work: Callable[[PartitionLog], int], action: str) -> int:
@@ -490,7 +660,8 @@ class LogManager:
         if self._closed:
             return
         self.stop_cleaner()
-        for (topic, partition), log in list(self._logs.items()):
+        self.purge_retired(force=True)
+        for (topic, partition), log in [*self._logs.items(), *((tp, f.log) for tp, f in self._futures.items())]:
             try:
                 log.close()
             except OSError as error:
@@ -514,7 +685,7 @@ class LogManager:
         self.flusher.shutdown()
         with self._state_lock:
             self._closed = True
-            logs = list(self._logs.values())
+            logs = [*self._logs.values(), *(f.log for f in self._futures.values()), *(r[1] for r in self._retired)]
         for log in logs:
             log.close_handles()
         self._release_locks()

@@ -26,10 +26,11 @@ PR = messages.ProduceRequest
 
 
 @contextlib.asynccontextmanager
-async def leader(tmp_path: Path) -> AsyncIterator[tuple[Broker, Server]]:
-    """A cluster broker leading "t"-0 with FOLLOWER in the ISR, serving on a loopback port."""
+async def leader(tmp_path: Path, **settings: str) -> AsyncIterator[tuple[Broker, Server]]:
+    """A cluster broker leading "t"-0 with FOLLOWER in the ISR, serving on a loopback port; `settings` are broker
+    properties over the defaults."""
     config = build({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
-                    "zookeeper.connect": "127.0.0.1:1/never-connected", "broker.id": str(LOCAL)})
+                    "zookeeper.connect": "127.0.0.1:1/never-connected", "broker.id": str(LOCAL), **settings})
     broker = Broker(config)
     member = ClusterMember(config)
     member.broker, broker.cluster = broker, member
