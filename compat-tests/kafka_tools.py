@@ -19,7 +19,8 @@ TOOLS_SET = "kafka-4"  # the tools' generation the tests run by default
 TIMEOUT = 90
 JVM = ("-Xmx256M", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")  # short-lived: start fast, little heap
 PACKAGE = "org.apache.kafka.tools"
-SUBPACKAGES = {"ConsumerGroupCommand": "consumer.group.", "ConsoleConsumer": "consumer."}
+SUBPACKAGES = {"ConsumerGroupCommand": "consumer.group.", "ConsoleConsumer": "consumer.",
+               "ReassignPartitionsCommand": "reassign."}
 IN_CORE_3_9 = {"ConfigCommand": "kafka.admin", "ConsoleProducer": "kafka.tools", "DumpLogSegments": "kafka.tools"}
 
 

@@ -6,8 +6,10 @@ The broker is one of the module's own, with two log dirs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import kafka_tools
 import pytest
 from kafka import KafkaAdminClient
 from kafka.errors import LogDirNotFoundError, NoError, UnknownTopicOrPartitionError
@@ -91,3 +93,23 @@ def test_moving_a_replica_of_an_unknown_topic_answers_unknown_topic_or_partition
     _, dirs = two_log_dirs
     replica = TopicPartitionReplica(topic_name, 0, _broker_id(admin))
     assert admin.alter_replica_log_dirs({replica: dirs[1]}) == {replica: UnknownTopicOrPartitionError}
+
+
+def test_kafka_reassign_partitions_moves_a_replica_to_the_log_dir_its_plan_names(two_log_dirs, admin, topic_name,
+                                                                                 tmp_path):
+    bootstrap, dirs = two_log_dirs
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, [{"value": b"%d" % i, "partition": 0} for i in range(RECORDS)])
+    home, other = _home_and_other(admin, topic_name, dirs)
+    broker_id = _broker_id(admin)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [broker_id], "log_dirs": [other]}]}))
+    reassign = ("ReassignPartitionsCommand", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan)
+
+    kafka_tools.run(*reassign, "--execute")
+
+    verified = eventually(lambda: kafka_tools.run(*reassign, "--verify"), lambda out: "completed successfully" in out)
+    assert f"Reassignment of replica {topic_name}-0-{broker_id} completed successfully." in verified, verified
+    assert _placement(admin, topic_name) == {other: [(0, False)], home: []}
+    assert [m.value() for m in consume(bootstrap, topic_name, 0, RECORDS)] == [b"%d" % i for i in range(RECORDS)]

@@ -366,6 +366,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not response.regions:
             self._out.append(response.data)
             return
+        try:
+            self._queue_with_regions(response)
+        except (OSError, ValueError, EOFError) as error:  # a segment file closed or failing under the answer
+            self._close(f"the records of an answer could not be read: {error!r}")
+
+    def _queue_with_regions(self, response: ResponseFrame) -> None:
         if _region_bytes(response.regions) <= _COPY_UP_TO:
             self._out.append(_with_regions_copied(response))
             return

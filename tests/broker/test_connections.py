@@ -204,3 +204,39 @@ def test_a_write_the_disk_refuses_is_kafka_storage_error_and_leaves_no_partial_b
     error, _ = _base_offset(client.read_frame())
     file_size_limit(resource.RLIM_INFINITY)
     assert (error, segment.stat().st_size) == (ErrorCode.KAFKA_STORAGE_ERROR, size_before)
+
+
+@pytest.mark.parametrize("records", [1, 2_000], ids=["copied", "sendfile"])
+def test_an_answer_whose_records_can_no_longer_be_read_closes_only_its_connection(client, kafka_broker, records):
+    kafka_broker.broker.create_topic("gone", 1)
+    P, F = messages.ProduceRequest, messages.FetchRequest
+    batch = build_batch([Record(i, 1_000, None, b"v" * 100, ()) for i in range(records)])
+    client.call(PRODUCE, 9, P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name="gone", partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
+    with kafka_broker.faults.inject(api="Fetch", delay_ms=500):  # the answer is built, then held
+        client.send_frame(client.request_bytes(1, 12, F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                                        topics=[F.FetchTopic(topic="gone", partitions=[
+                                                            F.FetchPartition(partition=0, fetch_offset=0,
+                                                                             partition_max_bytes=1 << 20)])])))
+        time.sleep(0.2)
+        log = kafka_broker.broker.logs.get("gone", 0)
+        kafka_broker.on_loop(log.close_handles)  # its segment files closed under the held answer
+        assert _ends_within(client, seconds=5), "the connection was left waiting for an answer that cannot come"
+    other = RawClient(kafka_broker.bootstrap_servers)
+    try:
+        assert other.call(METADATA, 12, messages.MetadataRequest(topics=[])).brokers
+    finally:
+        other.close()
+
+
+def _ends_within(client: RawClient, seconds: float) -> bool:
+    """Whether the broker closes the connection within `seconds` (whatever part of an answer comes first)."""
+    client.sock.settimeout(seconds)
+    try:
+        while client.sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
