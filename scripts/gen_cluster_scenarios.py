@@ -1,6 +1,7 @@
 """Regenerate the cluster scenarios table in docs/compatibility.md from a real run of
-tests/cluster/test_failover_history.py, where every scenario runs on three kbroker brokers and on three Apache
-Kafka 3.9 brokers in ZooKeeper mode, and of tests/cluster/test_network_partitions.py (kbroker only).
+tests/cluster/test_failover_history.py and test_log_dir_moves_under_load.py, where every scenario runs on three
+kbroker brokers and on three Apache Kafka 3.9 brokers in ZooKeeper mode, and of
+tests/cluster/test_network_partitions.py (kbroker only).
 
     python3 scripts/gen_cluster_scenarios.py            # runs the tests (~6 min), then rewrites the table
     python3 scripts/gen_cluster_scenarios.py --junit F  # renders a run kept with pytest's --junitxml=F
@@ -22,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "compatibility.md"
 TESTS = ("tests/cluster/test_failover_history.py",  # kbroker and Kafka 3.9 side by side
+         "tests/cluster/test_log_dir_moves_under_load.py",  # likewise
          "tests/cluster/test_network_partitions.py")  # kbroker only: its brokers run in network namespaces
 BEGIN, END = "<!-- cluster:begin -->", "<!-- cluster:end -->"
 COLUMNS = {"kbroker": "kbroker", "kafka-3.9": "Apache Kafka 3.9 (ZooKeeper)"}
@@ -46,7 +48,7 @@ def outcomes(junit: Path) -> dict[str, dict[str, str]]:
     return table
 
 
-PROPER = {"kill 9": "kill -9", "java": "Java", "spark": "Spark", "zookeeper": "ZooKeeper",
+PROPER = {"kill 9": "kill -9", "java": "Java", "spark": "Spark", "zookeeper": "ZooKeeper", "acks all": "acks=all",
           "dead brokers partitions": "dead broker's partitions"}
 
 

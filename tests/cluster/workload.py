@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
@@ -21,6 +22,7 @@ from kbroker_process import KbrokerCluster
 from waiting import wait_until
 
 EVERYONE = (1, 2, 3)
+SECOND_LOG_DIR = "data-2"  # beside a broker's data dir, for the tests that give brokers two log dirs
 RECORDS_PER_PRODUCER = 1500
 TIMEOUT = 120
 
@@ -191,10 +193,18 @@ def leader_log(cluster: KbrokerCluster, topic: str, partitions: int) -> dict[int
         consumer.close()
 
 
+def replica_dir(broker, topic: str, partition: int) -> Path:
+    """The replica's directory: in the broker's data dir or, on a broker given a second log dir beside it
+    (SECOND_LOG_DIR), there."""
+    name = f"{topic}-{partition}"
+    second = broker.data.with_name(SECOND_LOG_DIR) / name
+    return second if second.is_dir() else broker.data / name
+
+
 def replica_logs(cluster: KbrokerCluster, topic: str, partitions: int,
                  replicas: tuple[int, ...]) -> dict[int, dict[int, list[tuple[int, str]]]]:
     """broker -> partition -> (offset, value) of its replica, read from the broker's log files."""
-    return {b: {p: replica_log(cluster.brokers[b].data / f"{topic}-{p}") for p in range(partitions)}
+    return {b: {p: replica_log(replica_dir(cluster.brokers[b], topic, p)) for p in range(partitions)}
             for b in replicas}
 
 
