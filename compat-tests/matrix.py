@@ -60,6 +60,7 @@ SCENARIO_ORDER = (
     "Create partitions",
     "Delete records",
     "Describe log dirs",
+    "Replica moved between log dirs",
     "Consumer group: subscribe and commit",
     "Consumer group: resume from committed offsets",
     "Consumer group: rebalance",
