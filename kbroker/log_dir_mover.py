@@ -16,6 +16,7 @@ from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.future_log import FutureLog, copy_step
 from kbroker.log.manager import LogManager
+from kbroker.log.partition_log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class LogDirMover:
             return False
         return future.log.log_end_offset != before
 
-    def _swap(self, topic: str, partition: int, current) -> None:
+    def _swap(self, topic: str, partition: int, current: PartitionLog) -> None:
         moved = self.logs.replace_current_with_future(topic, partition)
         hosted = self.replicas.get(topic, partition)
         if hosted is not None and hosted.log is current:

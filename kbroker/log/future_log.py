@@ -70,7 +70,7 @@ def copy_step(current: PartitionLog, future: FutureLog, max_bytes: int) -> bool:
     records = current.read(copy.log_end_offset, max_bytes)
     if records is not None:
         data = records.read_bytes()
-        first = int.from_bytes(data[:8], "big")
+        first = int.from_bytes(data[:8], "big")  # every batch format starts with its base offset
         if first < copy.log_end_offset == copy.log_start_offset:
             # the log start falls inside a batch (DeleteRecords): the copy starts at that batch, as Kafka's does
             copy.truncate_fully_and_start_at(first)
