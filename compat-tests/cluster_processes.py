@@ -144,9 +144,11 @@ class KafkaZkBroker(ClusterBroker):
     """Apache Kafka 3.9 in ZooKeeper mode (compat-tests' KafkaProcess) behind KbrokerProcess's interface, so a
     cluster test or measurement runs on either."""
 
-    def __init__(self, workdir: Path, zookeeper: str, broker_id: int, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, zookeeper: str, broker_id: int, overrides: dict[str, str] | None = None,
+                 host: str = "127.0.0.1", wrap: Callable[[list[str]], list[str]] = list) -> None:
+        """`host` and `wrap` as KbrokerProcess's."""
         self.kafka = kafka_process.KafkaProcess(workdir, version="3.9", zookeeper=zookeeper, node_id=broker_id,
-                                                overrides=dict(overrides or {}))
+                                                overrides=dict(overrides or {}), host=host, wrap=wrap)
         self.zookeeper, self.broker_id, self.port = zookeeper, broker_id, self.kafka.port
         self.data, self.log = self.kafka.log_dir, self.kafka.workdir / "server.log"
 

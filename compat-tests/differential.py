@@ -619,10 +619,11 @@ UNKNOWN_GROUP = f"wd-{RUN}-no-group"
 
 # Expected differences, each naming the issue that brings what Kafka's answer needs, or the documented choice.
 FOLLOWS_KAFKA_4 = "Kafka 3.9 differs; kbroker follows Kafka 4.4"
-APIS_KAFKA_HAS = ("Kafka serves APIs kbroker does not yet (ACLs, SASL, "
-                  "delegation tokens, SCRAM, quotas: issue 16; cluster and KRaft APIs: issue 14; Kafka 4's share and "
-                  "streams groups, KIP-932 and KIP-1071: not served, docs/compatibility.md) and reports its KRaft "
-                  "feature levels (v3+), which kbroker, not a KRaft broker, has none of (docs/compatibility.md)")
+APIS_KAFKA_HAS = ("Kafka serves APIs kbroker does not yet (ACLs, SASL, delegation tokens, SCRAM, quotas: "
+                  "security, no issue filed yet; KRaft's own APIs: kbroker's cluster runs in ZooKeeper mode; "
+                  "Kafka 4's share and streams groups, KIP-932 and KIP-1071: not served, docs/compatibility.md) and "
+                  "reports its KRaft feature levels (v3+), which kbroker, not a KRaft broker, has none of "
+                  "(docs/compatibility.md)")
 CREATED_CONFIGS = {
     "4": "kbroker also lists the three topic configs Kafka 4 removed (kept as Kafka 3.9 keeps them) and reports "
          "min.insync.replicas as a default where Kafka 4's KRaft sets a cluster default: documented choices "

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kbroker.testing import free_port
@@ -64,14 +64,14 @@ def java() -> str:
 
 
 def _jvm(jar_set: str, main: str, *args: str, log_config: list[str], log: Path,
-         heap: str = HEAP) -> subprocess.Popen:
+         heap: str = HEAP, wrap: Callable[[list[str]], list[str]] = list) -> subprocess.Popen:
     try:
         classpath = maven_jars.classpath(jar_set)
     except maven_jars.JarsUnavailable as error:
         raise KafkaUnavailable(str(error)) from error
     command = [java(), heap, *JVM_OPTIONS, *log_config, "-cp", classpath, main, *args]
     with open(log.with_suffix(".out"), "ab") as output:
-        return subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(wrap(command), stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def _log_config(jar_set: str, workdir: Path, log: Path) -> list[str]:
@@ -186,7 +186,9 @@ class KafkaProcess:
     """One Apache Kafka broker: KRaft combined mode, or ZooKeeper mode when `zookeeper` is given (3.9)."""
 
     def __init__(self, workdir: Path, version: str = "4", zookeeper: str | None = None,
-                 overrides: dict[str, str] | None = None, node_id: int = 1) -> None:
+                 overrides: dict[str, str] | None = None, node_id: int = 1, host: str = "127.0.0.1",
+                 wrap: Callable[[list[str]], list[str]] = list) -> None:
+        """`host` to listen on, `wrap` the command line (a network namespace's `ip netns exec`, say)."""
         if version not in VERSIONS:
             raise ValueError(f"Kafka version {version!r}: one of {sorted(VERSIONS)}")
         if zookeeper and version != "3.9":
@@ -195,6 +197,7 @@ class KafkaProcess:
         self.version = version
         self.zookeeper = zookeeper
         self.node_id = node_id
+        self.host, self.wrap = host, wrap
         self.workdir = workdir / f"kafka-{version}-{'zk' if zookeeper else 'kraft'}-{node_id}"
         self.log_dir = self.workdir / "data"
         self.port = free_port()
@@ -204,7 +207,7 @@ class KafkaProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def full_version(self) -> str:
@@ -221,22 +224,22 @@ class KafkaProcess:
         }
         if self.zookeeper:
             mode = {"broker.id": str(self.node_id), "zookeeper.connect": self.zookeeper,
-                    "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                    "listeners": f"PLAINTEXT://{self.host}:{self.port}",
                     # the shortest session ZooKeeper grants (2 ticks): a killed broker's registration goes soon
                     "zookeeper.session.timeout.ms": "6000"}
         else:
             mode = {
                 "process.roles": "broker,controller",
                 "node.id": str(self.node_id),
-                "controller.quorum.voters": f"{self.node_id}@127.0.0.1:{self.controller_port}",
-                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
+                "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "inter.broker.listener.name": "PLAINTEXT",
             }
         preview = self.version == "3.9" and not self.zookeeper  # ZooKeeper mode has no KIP-848 at all
         kip848 = {"group.coordinator.rebalance.protocols": "classic,consumer"} if preview else {}
-        return {**mode, "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **single_node,
+        return {**mode, "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}", **single_node,
                 **kip848, **self.overrides}
 
     def start(self, timeout: float = 120) -> KafkaProcess:
@@ -249,8 +252,8 @@ class KafkaProcess:
             self._format(config, log_config, log)
         if self.zookeeper:
             self._wait_for_old_registration_to_expire(timeout)
-        self.process = _jvm(self.jar_set, "kafka.Kafka", str(config), log_config=log_config, log=log)
-        _wait_for_port(self.process, self.port, timeout, f"Kafka {self.version}", log)
+        self.process = _jvm(self.jar_set, "kafka.Kafka", str(config), log_config=log_config, log=log, wrap=self.wrap)
+        _wait_for_port(self.process, self.port, timeout, f"Kafka {self.version}", log, self.host)
         self._wait_ready(timeout)
         return self
 

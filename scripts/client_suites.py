@@ -67,8 +67,10 @@ SUITE_BROKER_SETTINGS = {
 ADMIN, CONSUMER, PRODUCER = (f"test/integration/test_{name}_integration.py::" for name in
                              ("admin", "consumer", "producer"))
 KNOWN_GAPS = {
-    ADMIN + "test_create_describe_delete_acls": "ACLs (DescribeAcls/CreateAcls/DeleteAcls): issue 16",
-    ADMIN + "test_describe_metadata_quorum": "DescribeQuorum (KRaft quorum): cluster, issue 14",
+    ADMIN + "test_create_describe_delete_acls":
+        "ACLs (DescribeAcls/CreateAcls/DeleteAcls): security, no issue filed yet",
+    ADMIN + "test_describe_metadata_quorum":
+        "DescribeQuorum (KRaft quorum): KRaft only; kbroker's cluster runs in ZooKeeper mode",
 }
 
 # Tests that fail on Kafka itself here, because this harness is not the suite's own launcher: target -> {node id:

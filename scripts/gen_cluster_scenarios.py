@@ -1,9 +1,8 @@
 """Regenerate the cluster scenarios table in docs/compatibility.md from a real run of
-tests/cluster/test_failover_history.py and test_log_dir_moves_under_load.py, where every scenario runs on three
-kbroker brokers and on three Apache Kafka 3.9 brokers in ZooKeeper mode, and of
-tests/cluster/test_network_partitions.py (kbroker only).
+tests/cluster/test_failover_history.py, test_log_dir_moves_under_load.py and test_network_partitions.py, where
+every scenario runs on three kbroker brokers and on three Apache Kafka 3.9 brokers in ZooKeeper mode.
 
-    python3 scripts/gen_cluster_scenarios.py            # runs the tests (~6 min), then rewrites the table
+    python3 scripts/gen_cluster_scenarios.py            # runs the tests (~7 min), then rewrites the table
     python3 scripts/gen_cluster_scenarios.py --junit F  # renders a run kept with pytest's --junitxml=F
 
 Only the text between the cluster markers is replaced. A failing test still updates the page (its cell shows
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "compatibility.md"
 TESTS = ("tests/cluster/test_failover_history.py",  # kbroker and Kafka 3.9 side by side
          "tests/cluster/test_log_dir_moves_under_load.py",  # likewise
-         "tests/cluster/test_network_partitions.py")  # kbroker only: its brokers run in network namespaces
+         "tests/cluster/test_network_partitions.py")  # likewise, each broker in a network namespace (needs root)
 BEGIN, END = "<!-- cluster:begin -->", "<!-- cluster:end -->"
 COLUMNS = {"kbroker": "kbroker", "kafka-3.9": "Apache Kafka 3.9 (ZooKeeper)"}
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaTimeoutError
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from history import History, problems, replica_log
@@ -52,6 +53,7 @@ class Workload:
         self.stopping = threading.Event()
         self.errors: list[BaseException] = []
         self.last_ack = time.monotonic()
+        self.longest_wait = 0.0  # the longest time between two acknowledgements, in seconds
         self.names = ["confluent", *(["aiokafka"] if aiokafka else []), *(commands or {})]  # the values' prefixes
         self.processes = {name: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                           for name, command in (commands or {}).items()}
@@ -84,7 +86,9 @@ class Workload:
     def _delivered(self, value: str, error: object, partition: int, offset: int) -> None:
         if error is None:
             self.history.ack(value, partition, offset)
-            self.last_ack = time.monotonic()
+            now = time.monotonic()
+            self.longest_wait = max(self.longest_wait, now - self.last_ack)
+            self.last_ack = now
         else:
             self.history.fail(value, str(error))
 
@@ -102,24 +106,36 @@ class Workload:
         assert producer.flush(TIMEOUT) == 0, "confluent-kafka records still undelivered"
 
     async def _aiokafka(self) -> None:
+        """Each answer is recorded when it arrives (not after the last send), so `last_ack` and `under_way` see
+        aiokafka's acknowledgements as they happen."""
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True,
                                     linger_ms=5, request_timeout_ms=30_000, retry_backoff_ms=200)
         await producer.start()
         try:
-            sent = []
+            pending = []
             for sequence in range(self.count):
                 value = f"aiokafka-{sequence}"
                 self.history.send(value)
-                sent.append((value, await producer.send(self.topic, value.encode())))
-                await asyncio.sleep(0.002)
-            for value, future in sent:
                 try:
-                    metadata = await asyncio.wait_for(future, TIMEOUT)
-                    self._delivered(value, None, metadata.partition, metadata.offset)
-                except Exception as error:  # a delivery error, recorded as the client reports it
+                    answer = await producer.send(self.topic, value.encode())
+                except KafkaTimeoutError as error:  # no room for it within request_timeout_ms: never sent
                     self._delivered(value, error, -1, -1)
+                    continue
+                answer.add_done_callback(lambda done, v=value: self._answered(v, done))
+                pending.append(answer)
+                await asyncio.sleep(0.002)
+            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), TIMEOUT)
         finally:
             await producer.stop()
+
+    def _answered(self, value: str, answer: asyncio.Future) -> None:
+        """An aiokafka delivery's outcome, as the client reports it."""
+        if answer.cancelled():
+            self._delivered(value, "cancelled", -1, -1)
+        elif answer.exception() is not None:
+            self._delivered(value, answer.exception(), -1, -1)
+        else:
+            self._delivered(value, None, answer.result().partition, answer.result().offset)
 
     def _lines(self, process: subprocess.Popen) -> None:
         assert process.stdout is not None
