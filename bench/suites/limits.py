@@ -9,6 +9,11 @@
    4 KiB append (the ceiling on one-at-a-time durable acknowledgements).
 3. The client's own ceiling: confluent-kafka produce() calls per second into a client that
    has no broker to talk to, per value size.
+4. How steady the CPU is: one busy loop of fixed chunks of pure computation, counted per
+   10 ms window, nothing else started. A window in which fewer than a third of the median
+   count ran is slow; two or more slow windows in a row are a stall. On a virtual machine
+   whose host takes its CPU away now and then, this shows stalls that no guest counter
+   (steal time included) reports, and every latency tail measured on it carries them.
 
 Each figure is the median of a few short repeats; every loop is bounded by time and bytes.
 """
@@ -35,6 +40,7 @@ def run(ctx: Context) -> list[Result]:
     seconds, repeats = (0.25, 1) if ctx.quick else (1.0, 3)
     disk_cap = (64 if ctx.quick else 1024) * MIB
     sizes = (100,) if ctx.quick else (100, 1024, 10 * 1024)
+    stall_seconds = 2.0 if ctx.quick else 20.0
     scratch = Path(ctx.work_dir) / "limits"
     scratch.mkdir(parents=True, exist_ok=True)
 
@@ -60,6 +66,9 @@ def run(ctx: Context) -> list[Result]:
         lambda: disk_write(scratch, seconds, disk_cap, MIB, fsync=True) / 1e6)
     add("disk appends of 4 KiB, fsync after each", "fsyncs/s",
         lambda: disk_write(scratch, seconds, disk_cap, 4096, fsync=True) / 4096)
+    ctx.log("CPU steadiness ...")
+    results += [Result(SUITE, name, metric, kbroker=None, reference=value, params={"seconds": stall_seconds})
+                for name, metric, value in cpu_stalls(stall_seconds)]
     for size in sizes:
         values = value_pool(size)
         add(f"client alone: confluent-kafka produce() calls, {size:,} B values, no broker", "msgs/s",
@@ -144,3 +153,39 @@ def disk_write(scratch: Path, seconds: float, cap: int, block: int, fsync: bool)
         os.close(descriptor)
         path.unlink(missing_ok=True)
     return written / elapsed
+
+
+WINDOW_S = 0.01
+SLOW_SHARE = 3  # a window is slow below 1/3 of the median count
+
+
+def _busy_chunk() -> None:
+    total = 0
+    for i in range(1000):
+        total += i * i
+
+
+def cpu_stalls(seconds: float) -> list[tuple[str, str, float]]:
+    """(name, metric, value) of one busy loop's slow 10 ms windows and stalls over `seconds`."""
+    windows = [0] * (int(seconds / WINDOW_S) + 2)
+    started = time.perf_counter()
+    deadline = started + seconds
+    while (now := time.perf_counter()) < deadline:
+        _busy_chunk()
+        windows[int((now - started) / WINDOW_S)] += 1
+    windows = windows[:int(seconds / WINDOW_S)]
+    typical = median(windows)
+    slow = [count * SLOW_SHARE < typical for count in windows]
+    stalls, run = [], 0
+    for is_slow in [*slow, False]:
+        if is_slow:
+            run += 1
+            continue
+        if run >= 2:
+            stalls.append(run * WINDOW_S * 1000)
+        run = 0
+    return [("CPU steadiness: share of 10 ms windows below a third of the median speed", "%",
+             100 * sum(slow) / len(slow)),
+            ("CPU steadiness: stalls (20 ms or more below a third of the median speed) per minute", "stalls/min",
+             len(stalls) * 60 / seconds),
+            ("CPU steadiness: longest stall", "ms", max(stalls, default=0.0))]
