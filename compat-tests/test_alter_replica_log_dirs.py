@@ -7,6 +7,7 @@ The broker is one of the module's own, with two log dirs."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import kafka_tools
@@ -113,3 +114,34 @@ def test_kafka_reassign_partitions_moves_a_replica_to_the_log_dir_its_plan_names
     assert f"Reassignment of replica {topic_name}-0-{broker_id} completed successfully." in verified, verified
     assert _placement(admin, topic_name) == {other: [(0, False)], home: []}
     assert [m.value() for m in consume(bootstrap, topic_name, 0, RECORDS)] == [b"%d" % i for i in range(RECORDS)]
+
+
+THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+
+def test_a_move_throttled_by_kafka_reassign_partitions_waits_until_the_throttle_is_lifted(two_log_dirs, admin,
+                                                                                          topic_name, tmp_path):
+    """--replica-alter-log-dirs-throttle sets the broker's dynamic replica.alter.log.dirs.io.max.bytes.per.second:
+    3 MB at 100 kB/s takes half a minute, so two seconds in the copy is under way; deleting the config with
+    kafka-configs lets it finish."""
+    bootstrap, dirs = two_log_dirs
+    create_topic(bootstrap, topic_name, 1)
+    values = [b"%04d" % i + bytes(10_000) for i in range(300)]
+    produce(bootstrap, topic_name, [{"value": value, "partition": 0} for value in values])
+    home, other = _home_and_other(admin, topic_name, dirs)
+    broker_id = _broker_id(admin)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [broker_id], "log_dirs": [other]}]}))
+    config = ("ConfigCommand", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name",
+              str(broker_id))
+    try:
+        kafka_tools.run("ReassignPartitionsCommand", "--bootstrap-server", bootstrap, "--reassignment-json-file",
+                        plan, "--execute", "--replica-alter-log-dirs-throttle", "100000")
+        assert THROTTLE in kafka_tools.run(*config, "--describe")
+        time.sleep(2)
+        assert _placement(admin, topic_name) == {home: [(0, False)], other: [(0, True)]}, "still copying"
+    finally:
+        kafka_tools.run(*config, "--alter", "--delete-config", THROTTLE)
+    eventually(lambda: _placement(admin, topic_name), lambda p: p == {other: [(0, False)], home: []})
+    assert [m.value() for m in consume(bootstrap, topic_name, 0, len(values))] == values

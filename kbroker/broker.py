@@ -41,7 +41,7 @@ from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.kraft_metadata import topics_on_disk
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
-from kbroker.log_dir_mover import LogDirMover
+from kbroker.log_dir_mover import LogDirMover, throttle_rate
 from wire.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -194,8 +194,9 @@ class Broker:
                                        unhosted_error=self.partition_error)
         self.replicas.on_high_watermark = self.fetch_waiters.wake_consumers
         self.replicas.on_leadership_moved = self.fetch_waiters.wake
-        # AlterReplicaLogDirs: logs copied to another log dir a chunk (replica.fetch.max.bytes) at a time
-        self.log_dir_mover = LogDirMover(self.logs, self.replicas, lambda: int(self.config["replica.fetch.max.bytes"]))
+        # AlterReplicaLogDirs: logs copied to another log dir a chunk (replica.fetch.max.bytes) at a time, throttled
+        self.log_dir_mover = LogDirMover(self.logs, self.replicas, lambda: int(self.config["replica.fetch.max.bytes"]),
+                                         lambda: throttle_rate(self.config.dynamic_broker, self.config.dynamic_default))
         try:
             self._adopt_logs(saved)
         except BaseException:

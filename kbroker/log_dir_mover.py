@@ -2,15 +2,18 @@
 
 One asyncio task, alive while a move is pending, copies each moving log into its future log
 (kbroker.log.future_log) a chunk of replica.fetch.max.bytes at a time, and yields to the event loop after each
-chunk so clients are served meanwhile. A copy that has caught up is swapped in within the same step, so nothing
-is appended between the check and the swap, and the partition's hosted state takes the new log.
+chunk so clients are served meanwhile. The copies together stay under the dynamic broker config
+replica.alter.log.dirs.io.max.bytes.per.second when it is set, as the quota of Kafka's thread does. A copy that
+has caught up is swapped in within the same step, so nothing is appended between the check and the swap, and the
+partition's hosted state takes the new log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.log.errors import LogDirOfflineError
@@ -21,15 +24,61 @@ from kbroker.log.partition_log import PartitionLog
 logger = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.05  # between rounds in which no copy moved on
+THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LONGEST_THROTTLE_WAIT_S = 1.0  # a throttled copy looks at the (dynamic) rate again at least this often
+SHORTEST_THROTTLE_WAIT_S = 0.001
+
+
+def throttle_rate(*layers: Mapping[str, str]) -> float | None:
+    """The copy rate the first layer that sets THROTTLE gives (this broker's dynamic configs, then the cluster
+    default); None when none does, or its value is not a whole number (Kafka's default: unlimited)."""
+    for layer in layers:
+        if THROTTLE in layer:
+            try:
+                return max(0, int(layer[THROTTLE]))
+            except ValueError:
+                return None
+    return None
+
+
+class CopyThrottle:
+    """A byte budget refilled at the throttle's rate and holding at most one second of it: the copies wait while
+    it is spent, so over any stretch longer than a second they average no more than the rate."""
+
+    def __init__(self, rate: Callable[[], float | None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.clock = rate, clock
+        self._budget = 0.0
+        self._refilled = clock()
+
+    def wait_s(self) -> float:
+        """How long to wait before the next chunk (0: go on)."""
+        rate, now = self.rate(), self.clock()
+        elapsed, self._refilled = now - self._refilled, now
+        if rate is None:
+            self._budget = 0.0
+            return 0.0
+        self._budget = min(float(rate), self._budget + elapsed * rate)
+        if self._budget > 0:
+            return 0.0
+        if rate == 0:
+            return LONGEST_THROTTLE_WAIT_S
+        return min(max(-self._budget / rate, SHORTEST_THROTTLE_WAIT_S), LONGEST_THROTTLE_WAIT_S)
+
+    def spend(self, copied_bytes: int) -> None:
+        if self.rate() is not None:
+            self._budget -= copied_bytes
 
 
 class LogDirMover:
     """Runs the pending moves of `logs`; `start` after asking for one (or on opening logs that have some)."""
 
-    def __init__(self, logs: LogManager, replicas: ReplicaManager, chunk_bytes: Callable[[], int]) -> None:
+    def __init__(self, logs: LogManager, replicas: ReplicaManager, chunk_bytes: Callable[[], int],
+                 rate: Callable[[], float | None] = lambda: None) -> None:
+        """`rate`: the copies' bytes per second at most (None: unlimited), read again before every chunk."""
         self.logs = logs
         self.replicas = replicas
         self.chunk_bytes = chunk_bytes
+        self.throttle = CopyThrottle(rate)
         self.completed = 0
         self._task: asyncio.Task | None = None
 
@@ -46,6 +95,8 @@ class LogDirMover:
         while pending := self.logs.futures():
             progressed = False
             for (topic, partition), future in pending:
+                while wait := self.throttle.wait_s():
+                    await asyncio.sleep(wait)
                 progressed |= self._step(topic, partition, future)
                 await asyncio.sleep(0)
             if not progressed:
@@ -56,9 +107,11 @@ class LogDirMover:
         current = self.logs.get(topic, partition)
         if current is None or self.logs.future(topic, partition) is not future:
             return False  # given up, or its partition went (deleted, or its dir failed) since the round began
-        before = future.log.log_end_offset
+        before, size_before = future.log.log_end_offset, future.log.size
         try:
-            if copy_step(current, future, self.chunk_bytes()):
+            caught_up = copy_step(current, future, self.chunk_bytes())
+            self.throttle.spend(max(0, future.log.size - size_before))
+            if caught_up:
                 self._swap(topic, partition, current)
                 return True
         except LogDirOfflineError as error:

@@ -17,7 +17,8 @@ from wire.records import Record, build_batch, decode_batch, iter_batches
 
 from raw_client import RawClient
 
-PRODUCE, FETCH, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 0, 1, 34, 35
+PRODUCE, FETCH, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS = 0, 1, 34, 35, 44
+BROKER_RESOURCE = 4
 TOPIC = "t"
 BATCHES = 200
 MOVE_TIMEOUT_S = 20
@@ -146,3 +147,29 @@ def test_a_log_dir_named_by_a_relative_path_is_found(broker, client, monkeypatch
 
 def test_an_unknown_topic_answers_unknown_topic_or_partition(broker, client):
     assert _alter(client, _dir(broker, "b"), topic="no-such-topic") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _throttle(client: RawClient, broker: BrokerThread, rate: str | None) -> None:
+    """Sets this broker's dynamic replica.alter.log.dirs.io.max.bytes.per.second (None: deletes it) with
+    IncrementalAlterConfigs, as `kafka-configs --entity-type brokers --entity-name <id> --alter` does."""
+    R = messages.IncrementalAlterConfigsRequest
+    change = R.AlterableConfig(name=THROTTLE, config_operation=1 if rate is None else 0, value=rate)
+    answer = client.call(INCREMENTAL_ALTER_CONFIGS, 1, R(validate_only=False, resources=[R.AlterConfigsResource(
+        resource_type=BROKER_RESOURCE, resource_name=str(broker.broker.node_id), configs=[change])]))
+    assert [r.error_code for r in answer.responses] == [ErrorCode.NONE]
+
+
+THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+
+def test_a_move_waits_on_the_alter_log_dirs_throttle_and_finishes_once_it_is_lifted(broker, client):
+    for i in range(40):
+        _produce(client, b"%04d" % i + bytes(1000))  # about 44 KB in all
+    _throttle(client, broker, "2000")  # bytes per second: the copy takes more than 20 s under it
+    assert _alter(client, _dir(broker, "b")) == ErrorCode.NONE
+    time.sleep(2)
+    [(lag, future)] = _where(client)[_dir(broker, "b")]
+    assert future and lag > 20, "two seconds into the move, most of the log is still to be copied"
+    _throttle(client, broker, None)
+    _wait_until_in(client, _dir(broker, "b"))
+    assert len(_values(client)) == 40
