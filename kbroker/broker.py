@@ -41,7 +41,8 @@ from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.kraft_metadata import topics_on_disk
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
-from kbroker.log_dir_mover import LogDirMover, throttle_rate
+from kbroker.log_dir_mover import LogDirMover
+from kbroker.replication_quotas import ALTER_LOG_DIRS_RATE, ReplicationQuotas, dynamic_rate
 from wire.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,8 @@ class Broker:
         self.replicas.on_leadership_moved = self.fetch_waiters.wake
         # AlterReplicaLogDirs: logs copied to another log dir a chunk (replica.fetch.max.bytes) at a time, throttled
         self.log_dir_mover = LogDirMover(self.logs, self.replicas, lambda: int(self.config["replica.fetch.max.bytes"]),
-                                         lambda: throttle_rate(self.config.dynamic_broker, self.config.dynamic_default))
+                                         lambda: dynamic_rate(self.config, ALTER_LOG_DIRS_RATE))
+        self.replication_quotas = ReplicationQuotas(lambda: self.node_id, lambda: self.config, self._topic_configs)
         try:
             self._adopt_logs(saved)
         except BaseException:
@@ -444,6 +446,10 @@ class Broker:
         topic.configs = dict(configs)
         self.logs.update_topic_config(name, self.log_config_for(topic))
         self._save_topics()
+
+    def _topic_configs(self, topic_name: str) -> Mapping[str, str] | None:
+        topic = self.topics.get(topic_name)
+        return None if topic is None else topic.configs
 
     def _min_insync_replicas(self, topic_name: str) -> int:
         """The topic's min.insync.replicas, else the broker's (both may change while running)."""

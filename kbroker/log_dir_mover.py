@@ -12,63 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.log.errors import LogDirOfflineError
 from kbroker.log.future_log import FutureLog, copy_step
 from kbroker.log.manager import LogManager
 from kbroker.log.partition_log import PartitionLog
+from kbroker.replication_quotas import ByteRateLimit
 
 logger = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.05  # between rounds in which no copy moved on
-THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
-LONGEST_THROTTLE_WAIT_S = 1.0  # a throttled copy looks at the (dynamic) rate again at least this often
-SHORTEST_THROTTLE_WAIT_S = 0.001
-
-
-def throttle_rate(*layers: Mapping[str, str]) -> float | None:
-    """The copy rate the first layer that sets THROTTLE gives (this broker's dynamic configs, then the cluster
-    default); None when none does, or its value is not a whole number (Kafka's default: unlimited)."""
-    for layer in layers:
-        if THROTTLE in layer:
-            try:
-                return max(0, int(layer[THROTTLE]))
-            except ValueError:
-                return None
-    return None
-
-
-class CopyThrottle:
-    """A byte budget refilled at the throttle's rate and holding at most one second of it: the copies wait while
-    it is spent, so over any stretch longer than a second they average no more than the rate."""
-
-    def __init__(self, rate: Callable[[], float | None], clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.clock = rate, clock
-        self._budget = 0.0
-        self._refilled = clock()
-
-    def wait_s(self) -> float:
-        """How long to wait before the next chunk (0: go on)."""
-        rate, now = self.rate(), self.clock()
-        elapsed, self._refilled = now - self._refilled, now
-        if rate is None:
-            self._budget = 0.0
-            return 0.0
-        self._budget = min(float(rate), self._budget + elapsed * rate)
-        if self._budget > 0:
-            return 0.0
-        if rate == 0:
-            return LONGEST_THROTTLE_WAIT_S
-        return min(max(-self._budget / rate, SHORTEST_THROTTLE_WAIT_S), LONGEST_THROTTLE_WAIT_S)
-
-    def spend(self, copied_bytes: int) -> None:
-        if self.rate() is not None:
-            self._budget -= copied_bytes
-
-
 class LogDirMover:
     """Runs the pending moves of `logs`; `start` after asking for one (or on opening logs that have some)."""
 
@@ -78,7 +33,7 @@ class LogDirMover:
         self.logs = logs
         self.replicas = replicas
         self.chunk_bytes = chunk_bytes
-        self.throttle = CopyThrottle(rate)
+        self.throttle = ByteRateLimit(rate)
         self.completed = 0
         self._task: asyncio.Task | None = None
 

@@ -192,6 +192,15 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
                 "[DEPRECATED] Accepted and reported only: records are always stored in format v2."),
     TopicConfig("message.downconversion.enable", "log.message.downconversion.enable", _bool, None, "BOOLEAN",
                 "[DEPRECATED] Accepted and reported only: records are never converted to an older format."),
+    # the replicas the replication quotas throttle (kbroker.replication_quotas; a single node replicates nothing)
+    TopicConfig("leader.replication.throttled.replicas", None, _throttled_replicas(
+        "leader.replication.throttled.replicas"), None, "LIST",
+                "Replicas (partition:broker, or *) whose leader sends them at most leader.replication.throttled.rate.",
+                default=""),
+    TopicConfig("follower.replication.throttled.replicas", None, _throttled_replicas(
+        "follower.replication.throttled.replicas"), None, "LIST",
+                "Replicas (partition:broker, or *) that fetch at most follower.replication.throttled.rate.",
+                default=""),
     # Kafka 4.4's other topic configs: checked as Kafka checks them, kept and reported, without effect here
     TopicConfig("compression.gzip.level", "compression.gzip.level", _gzip_level, None, "INT",
                 "The gzip level when compression.type is gzip (kbroker keeps batches as produced)."),
@@ -204,14 +213,6 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in (
     TopicConfig("segment.jitter.ms", "log.roll.jitter.ms", _long(0), None, "LONG",
                 "A random amount subtracted from segment.ms, so segments do not roll all at once (not applied).",
                 default="0"),
-    TopicConfig("leader.replication.throttled.replicas", None, _throttled_replicas(
-        "leader.replication.throttled.replicas"), None, "LIST",
-                "Replicas whose leader-side replication is throttled (a single node replicates nothing).",
-                default=""),
-    TopicConfig("follower.replication.throttled.replicas", None, _throttled_replicas(
-        "follower.replication.throttled.replicas"), None, "LIST",
-                "Replicas whose follower-side replication is throttled (a single node replicates nothing).",
-                default=""),
     TopicConfig("remote.storage.enable", None, _bool, None, "BOOLEAN",
                 "Tiered storage for the topic; refused while the broker has none (kbroker never has).",
                 default="false"),

@@ -1,6 +1,7 @@
 """Regenerate the cluster scenarios table in docs/compatibility.md from a real run of
-tests/cluster/test_failover_history.py, test_log_dir_moves_under_load.py and test_network_partitions.py, where
-every scenario runs on three kbroker brokers and on three Apache Kafka 3.9 brokers in ZooKeeper mode.
+tests/cluster/test_failover_history.py, test_log_dir_moves_under_load.py, test_reassignment_throttle.py and
+test_network_partitions.py, where every scenario runs on three kbroker brokers and on three Apache Kafka 3.9 brokers
+in ZooKeeper mode.
 
     python3 scripts/gen_cluster_scenarios.py            # runs the tests (~7 min), then rewrites the table
     python3 scripts/gen_cluster_scenarios.py --junit F  # renders a run kept with pytest's --junitxml=F
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "compatibility.md"
 TESTS = ("tests/cluster/test_failover_history.py",  # kbroker and Kafka 3.9 side by side
          "tests/cluster/test_log_dir_moves_under_load.py",  # likewise
+         "tests/cluster/test_reassignment_throttle.py",  # likewise
          "tests/cluster/test_network_partitions.py")  # likewise, each broker in a network namespace (needs root)
 BEGIN, END = "<!-- cluster:begin -->", "<!-- cluster:end -->"
 COLUMNS = {"kbroker": "kbroker", "kafka-3.9": "Apache Kafka 3.9 (ZooKeeper)"}
@@ -32,8 +34,10 @@ def outcomes(junit: Path) -> dict[str, dict[str, str]]:
     """test name -> broker kind -> cell text ("✅ figure", "❌ message", "⏭ reason")."""
     table: dict[str, dict[str, str]] = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        name, _, kind = case.get("name", "").partition("[")
-        kind = kind.rstrip("]") or "kbroker"
+        name, _, params = case.get("name", "").partition("[")
+        kind, extra = _kind_and_rest(params.rstrip("]"))
+        if extra:  # the scenario's own parameter: a row of its own
+            name = f"{name} ({extra})"
         figures = [p.get("value", "") for p in case.iter("property") if p.get("name") == "figure"]
         failed = case.find("failure") if case.find("failure") is not None else case.find("error")
         skipped = case.find("skipped")
@@ -45,6 +49,14 @@ def outcomes(junit: Path) -> dict[str, dict[str, str]]:
             cell = " ".join(["✅", *figures])
         table.setdefault(name, {})[kind] = cell
     return table
+
+
+def _kind_and_rest(params: str) -> tuple[str, str]:
+    """A test id's broker kind (the cluster fixture's parameter, first) and whatever other parameters follow it."""
+    for kind in COLUMNS:
+        if params == kind or params.startswith(f"{kind}-"):
+            return kind, params[len(kind) + 1:]
+    return "kbroker", params
 
 
 PROPER = {"kill 9": "kill -9", "java": "Java", "spark": "Spark", "zookeeper": "ZooKeeper", "acks all": "acks=all",

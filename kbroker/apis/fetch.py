@@ -170,11 +170,15 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
         return _partition_data(wanted.partition, partition), 0
     log = partition.log
     require_leader = replica_id >= 0 or version < FOLLOWER_READS_FROM
+    quotas = broker.replication_quotas
+    throttled = replica_id >= 0 and quotas.leader_throttles(wanted.name, wanted.partition, partition.isr, replica_id)
+    held_back = throttled and quotas.leader.exceeded()  # Kafka answers such a partition with no records
     try:
-        fetched = partition.read(wanted.fetch_offset, min(wanted.max_bytes, budget),
+        fetched = partition.read(wanted.fetch_offset, 0 if held_back else min(wanted.max_bytes, budget),
                                  current_leader_epoch=wanted.current_leader_epoch,
                                  last_fetched_epoch=wanted.last_fetched_epoch, require_leader=require_leader,
-                                 replica_id=replica_id, min_one_batch=first, isolation_level=isolation_level)
+                                 replica_id=replica_id, min_one_batch=first and not held_back,
+                                 isolation_level=isolation_level)
     except ReplicationError as error:
         return _partition_data(wanted.partition, error.error_code), 0
     except OffsetOutOfRangeError:
@@ -191,6 +195,8 @@ def _read_one(broker: Broker, wanted: SessionPartition, version: int, budget: in
                                               fetched.log_end_offset)
     chunk = fetched.records
     size = len(chunk) if chunk is not None else 0
+    if throttled:
+        quotas.leader.spend(size)
     return _partition_data(wanted.partition, ErrorCode.NONE, fetched, chunk if size else b""), size
 
 

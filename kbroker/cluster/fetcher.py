@@ -31,6 +31,7 @@ from kbroker.cluster.partition import NO_EPOCH, Partition, Role
 from kbroker.coordinator.hashing import java_string_hash
 from kbroker.log.future_log import truncation_offset
 from kbroker.log.partition_log import PartitionLog
+from kbroker.replication_quotas import ReplicationQuotas
 from wire import messages
 from wire.errors import ErrorCode
 
@@ -104,8 +105,10 @@ class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader; see the module docstring."""
 
     def __init__(self, source: EndPoint, source_id: int, index: int, settings: FetcherSettings,
-                 broker_epoch: Callable[[], int], on_appended: Callable[[Partition], object]) -> None:
+                 broker_epoch: Callable[[], int], on_appended: Callable[[Partition], object],
+                 quotas: ReplicationQuotas | None = None) -> None:
         self.source_id = source_id
+        self.quotas = quotas
         self.index = index
         self.settings = settings
         self.broker_epoch = broker_epoch
@@ -148,6 +151,12 @@ class ReplicaFetcher:
                     async with asyncio.timeout(max(0.01, min(wake - now, 1.0))):
                         await self._changed.wait()
                 continue
+            throttled = self._throttled(ready)
+            if throttled and self.quotas is not None and self.quotas.follower.exceeded():
+                ready = {k: s for k, s in ready.items() if k not in throttled}  # as Kafka's shouldFollowerThrottle
+                if not ready:
+                    await asyncio.sleep(self.quotas.follower.wait_s() or 0.01)
+                    continue
             try:
                 response = await self.connection.request(FETCH, FETCH_VERSION, self._fetch_request(ready))
             except asyncio.CancelledError:
@@ -161,7 +170,17 @@ class ReplicaFetcher:
                 log.info("fetch from broker %d: %s", self.source_id, ErrorCode(response.error_code).name)
                 self._delay(ready.values())
                 continue
+            if throttled and self.quotas is not None:
+                self.quotas.follower.spend(_records_size(response, {(s.topic_id, k[1]) for k, s in ready.items()
+                                                                    if k in throttled}))
             await self._process(response, ready)
+
+    def _throttled(self, ready: dict[TopicPartition, FetchState]) -> set[TopicPartition]:
+        """The partitions of `ready` this follower's replication quota applies to."""
+        if self.quotas is None:
+            return set()
+        return {key for key, state in ready.items()
+                if self.quotas.follower_throttles(key[0], key[1], state.partition.isr)}
 
     def _delay(self, states: Iterable[FetchState]) -> None:
         until = asyncio.get_running_loop().time() + self.settings.backoff_ms / 1000
@@ -264,12 +283,20 @@ class ReplicaFetcher:
         return None if part.error_code else part.offset
 
 
+def _records_size(response, partitions: set[tuple[uuid.UUID, int]]) -> int:
+    """Bytes of records a fetch answer holds for `partitions` (topic id, index)."""
+    return sum(len(data.records or b"") for topic in response.responses for data in topic.partitions
+               if (topic.topic_id, data.partition_index) in partitions)
+
+
 class ReplicaFetcherManager:
     """The fetchers of this broker, keyed by (leader, fetcher id); see the module docstring."""
 
     def __init__(self, settings: FetcherSettings, broker_epoch: Callable[[], int],
-                 on_appended: Callable[[Partition], object] = lambda partition: None) -> None:
+                 on_appended: Callable[[Partition], object] = lambda partition: None,
+                 quotas: ReplicationQuotas | None = None) -> None:
         self.settings = settings
+        self.quotas = quotas
         self.broker_epoch = broker_epoch
         self.on_appended = on_appended
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
@@ -286,7 +313,7 @@ class ReplicaFetcherManager:
                 fetcher.connection.retarget(source.host, source.port)
             if fetcher is None:
                 fetcher = self.fetchers[placement] = ReplicaFetcher(source, placement[0], placement[1], self.settings,
-                                                                    self.broker_epoch, self.on_appended)
+                                                                    self.broker_epoch, self.on_appended, self.quotas)
                 fetcher.start()
             fetcher.add({key: FetchState(partition, topic_id)})
             self._placed[key] = placement

@@ -130,7 +130,8 @@ class ClusterMember:
         local_error = broker.partition_error
         broker.replicas.unhosted_error = lambda topic, index: self._unhosted_error(local_error, topic, index)
         self.fetchers = ReplicaFetcherManager(FetcherSettings.from_config(self.config, self.broker_id),
-                                              lambda: self.broker_epoch, self._appended_as_follower)
+                                              lambda: self.broker_epoch, self._appended_as_follower,
+                                              broker.replication_quotas)
         self.channel = ControllerChannel(self.controller_endpoint, f"broker-{self.broker_id}-controller")
         self.alter_partitions = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self.channel,
                                                       broker.replicas, self._topic_id)
