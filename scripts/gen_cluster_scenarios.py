@@ -60,7 +60,8 @@ def _kind_and_rest(params: str) -> tuple[str, str]:
 
 
 PROPER = {"kill 9": "kill -9", "java": "Java", "spark": "Spark", "zookeeper": "ZooKeeper", "acks all": "acks=all",
-          "dead brokers partitions": "dead broker's partitions"}
+          "dead brokers partitions": "dead broker's partitions",
+          "kafka reassign partitions": "kafka-reassign-partitions"}
 
 
 def scenario(test_name: str) -> str:
