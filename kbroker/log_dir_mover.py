@@ -24,6 +24,8 @@ from kbroker.replication_quotas import ByteRateLimit
 logger = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.05  # between rounds in which no copy moved on
+
+
 class LogDirMover:
     """Runs the pending moves of `logs`; `start` after asking for one (or on opening logs that have some)."""
 
