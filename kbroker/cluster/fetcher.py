@@ -152,10 +152,11 @@ class ReplicaFetcher:
                         await self._changed.wait()
                 continue
             throttled = self._throttled(ready)
-            if throttled and self.quotas is not None and self.quotas.follower.exceeded():
+            quota_wait = self.quotas.follower.wait_s() if throttled and self.quotas is not None else 0.0
+            if quota_wait:
                 ready = {k: s for k, s in ready.items() if k not in throttled}  # as Kafka's shouldFollowerThrottle
                 if not ready:
-                    await asyncio.sleep(self.quotas.follower.wait_s() or 0.01)
+                    await asyncio.sleep(quota_wait)
                     continue
             try:
                 response = await self.connection.request(FETCH, FETCH_VERSION, self._fetch_request(ready))
